@@ -1,0 +1,1 @@
+"""karpenter-py: Karpenter, the Kubernetes node autoscaler, in Python."""

@@ -1,0 +1,733 @@
+"""Slim, immutable views of the core Kubernetes objects Karpenter reasons about.
+
+The scheduler never sees wire objects: pods and nodes arrive as these frozen dataclasses, parsed
+once from the API's JSON (or a user's YAML) by the ``*_from_dict`` functions. Parsing resolves what
+every later step needs (effective pod requests, normalised selectors) so the hot path does no
+re-computation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, cast
+
+from karpenter_py.model.labels import NORMALIZED_LABELS, RESOURCE_PODS
+from karpenter_py.model.quantity import Resources, parse_resources
+
+JSON = dict[str, object]
+
+EFFECT_NO_SCHEDULE: Final = "NoSchedule"
+EFFECT_PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
+EFFECT_NO_EXECUTE: Final = "NoExecute"
+TAINT_EFFECTS: Final = (EFFECT_NO_SCHEDULE, EFFECT_PREFER_NO_SCHEDULE, EFFECT_NO_EXECUTE)
+
+DO_NOT_SCHEDULE: Final = "DoNotSchedule"
+SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
+
+
+class ParseError(ValueError):
+    """An object that does not have the shape Kubernetes gives it; ``path`` names the field."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+# ----------------------------------------------------------------------------- small JSON helpers
+
+
+def _obj(value: object, path: str) -> JSON:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ParseError(path, f"expected an object, got {type(value).__name__}")
+    return cast(JSON, value)
+
+
+def _list(value: object, path: str) -> list[object]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ParseError(path, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: object, path: str, default: str = "") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ParseError(path, f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _int(value: object, path: str, default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParseError(path, f"expected an integer, got {value!r}")
+    return value
+
+
+def _str_map(value: object, path: str) -> dict[str, str]:
+    raw = _obj(value, path)
+    out: dict[str, str] = {}
+    for key, val in raw.items():
+        if isinstance(val, bool | int | float):
+            # YAML turns `true`/`1` into non-strings; Kubernetes would reject them, so do we.
+            raise ParseError(f"{path}.{key}", f"expected a string value, got {val!r} (quote it)")
+        out[key] = _str(val, f"{path}.{key}")
+    return out
+
+
+def _resources(value: object, path: str) -> Resources:
+    raw = _obj(value, path)
+    try:
+        return parse_resources(cast("dict[str, str | int | float]", raw))
+    except ValueError as err:
+        raise ParseError(path, str(err)) from err
+
+
+def normalize_label(key: str) -> str:
+    return NORMALIZED_LABELS.get(key, key)
+
+
+# ----------------------------------------------------------------------------- taints / tolerations
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: str
+    value: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "" tolerates every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' ToleratesTaint: effect, key and (for Equal) value must match."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        # An empty key with Equal only matches an empty-keyed taint (rejected by validation anyway).
+        return self.key == taint.key and self.value == taint.value
+
+
+def taint_from_dict(raw: object, path: str) -> Taint:
+    data = _obj(raw, path)
+    key = _str(data.get("key"), f"{path}.key")
+    effect = _str(data.get("effect"), f"{path}.effect")
+    if not key:
+        raise ParseError(f"{path}.key", "taint key is required")
+    if effect not in TAINT_EFFECTS:
+        raise ParseError(f"{path}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}")
+    return Taint(key=key, effect=effect, value=_str(data.get("value"), f"{path}.value"))
+
+
+def toleration_from_dict(raw: object, path: str) -> Toleration:
+    data = _obj(raw, path)
+    op = _str(data.get("operator"), f"{path}.operator", "Equal") or "Equal"
+    if op not in ("Equal", "Exists"):
+        raise ParseError(f"{path}.operator", "must be Equal or Exists")
+    return Toleration(
+        key=_str(data.get("key"), f"{path}.key"),
+        operator=op,
+        value=_str(data.get("value"), f"{path}.value"),
+        effect=_str(data.get("effect"), f"{path}.effect"),
+    )
+
+
+# ----------------------------------------------------------------------------- selectors
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One ``matchExpressions`` / ``nodeSelectorTerms`` requirement."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    min_values: int | None = None
+
+
+LABEL_SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
+NODE_SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
+
+
+def selector_requirement_from_dict(
+    raw: object,
+    path: str,
+    operators: Sequence[str] = NODE_SELECTOR_OPERATORS,
+    *,
+    normalize: bool = True,
+) -> SelectorRequirement:
+    data = _obj(raw, path)
+    key = _str(data.get("key"), f"{path}.key")
+    if not key:
+        raise ParseError(f"{path}.key", "key is required")
+    op = _str(data.get("operator"), f"{path}.operator")
+    if op not in operators:
+        raise ParseError(f"{path}.operator", f"{op!r} is not one of {', '.join(operators)}")
+    values = tuple(
+        _str(v, f"{path}.values[{i}]")
+        for i, v in enumerate(_list(data.get("values"), f"{path}.values"))
+    )
+    mv = data.get("minValues")
+    return SelectorRequirement(
+        key=normalize_label(key) if normalize else key,
+        operator=op,
+        values=values,
+        min_values=None if mv is None else _int(mv, f"{path}.minValues"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector. ``None`` selectors (absent) are modelled by the caller, not here."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "In":
+                if not present or labels[req.key] not in req.values:
+                    return False
+            elif req.operator == "NotIn":
+                if present and labels[req.key] in req.values:
+                    return False
+            elif req.operator == "Exists":
+                if not present:
+                    return False
+            elif req.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+    def with_labels(self, extra: Mapping[str, str]) -> LabelSelector:
+        merged = dict(self.match_labels)
+        merged.update(extra)
+        return LabelSelector(tuple(sorted(merged.items())), self.match_expressions)
+
+
+def label_selector_from_dict(raw: object, path: str) -> LabelSelector:
+    data = _obj(raw, path)
+    labels = _str_map(data.get("matchLabels"), f"{path}.matchLabels")
+    exprs = tuple(
+        selector_requirement_from_dict(
+            e, f"{path}.matchExpressions[{i}]", LABEL_SELECTOR_OPERATORS, normalize=False
+        )
+        for i, e in enumerate(_list(data.get("matchExpressions"), f"{path}.matchExpressions"))
+    )
+    return LabelSelector(tuple(sorted(labels.items())), exprs)
+
+
+# ----------------------------------------------------------------------------- affinity
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    has_match_fields: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredNodeTerm:
+    weight: int
+    term: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    topology_key: str
+    label_selector: LabelSelector | None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    label_selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+
+def _node_selector_term(raw: object, path: str) -> NodeSelectorTerm:
+    data = _obj(raw, path)
+    exprs = tuple(
+        selector_requirement_from_dict(e, f"{path}.matchExpressions[{i}]")
+        for i, e in enumerate(_list(data.get("matchExpressions"), f"{path}.matchExpressions"))
+    )
+    return NodeSelectorTerm(exprs, bool(_list(data.get("matchFields"), f"{path}.matchFields")))
+
+
+def _pod_affinity_term(raw: object, path: str) -> PodAffinityTerm:
+    data = _obj(raw, path)
+    key = _str(data.get("topologyKey"), f"{path}.topologyKey")
+    if not key:
+        raise ParseError(f"{path}.topologyKey", "topologyKey is required")
+    sel = data.get("labelSelector")
+    ns_sel = data.get("namespaceSelector")
+    return PodAffinityTerm(
+        topology_key=key,
+        label_selector=None
+        if sel is None
+        else label_selector_from_dict(sel, f"{path}.labelSelector"),
+        namespaces=tuple(
+            _str(n, f"{path}.namespaces")
+            for n in _list(data.get("namespaces"), f"{path}.namespaces")
+        ),
+        namespace_selector=None
+        if ns_sel is None
+        else label_selector_from_dict(ns_sel, f"{path}.namespaceSelector"),
+    )
+
+
+def _weighted_pod_terms(raw: object, path: str) -> tuple[WeightedPodAffinityTerm, ...]:
+    out = []
+    for i, item in enumerate(_list(raw, path)):
+        data = _obj(item, f"{path}[{i}]")
+        out.append(
+            WeightedPodAffinityTerm(
+                weight=_int(data.get("weight"), f"{path}[{i}].weight", 1),
+                term=_pod_affinity_term(
+                    data.get("podAffinityTerm"), f"{path}[{i}].podAffinityTerm"
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def _topology_spread(raw: object, path: str) -> TopologySpreadConstraint:
+    data = _obj(raw, path)
+    when = _str(data.get("whenUnsatisfiable"), f"{path}.whenUnsatisfiable", DO_NOT_SCHEDULE)
+    if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+        raise ParseError(f"{path}.whenUnsatisfiable", "must be DoNotSchedule or ScheduleAnyway")
+    key = _str(data.get("topologyKey"), f"{path}.topologyKey")
+    if not key:
+        raise ParseError(f"{path}.topologyKey", "topologyKey is required")
+    skew = _int(data.get("maxSkew"), f"{path}.maxSkew", 1)
+    if skew < 1:
+        raise ParseError(f"{path}.maxSkew", "must be at least 1")
+    sel = data.get("labelSelector")
+    md = data.get("minDomains")
+    return TopologySpreadConstraint(
+        max_skew=skew,
+        topology_key=normalize_label(key),
+        when_unsatisfiable=when,
+        label_selector=None
+        if sel is None
+        else label_selector_from_dict(sel, f"{path}.labelSelector"),
+        min_domains=None if md is None else _int(md, f"{path}.minDomains"),
+        node_affinity_policy=_str(
+            data.get("nodeAffinityPolicy"), f"{path}.nodeAffinityPolicy", "Honor"
+        )
+        or "Honor",
+        node_taints_policy=_str(data.get("nodeTaintsPolicy"), f"{path}.nodeTaintsPolicy", "Ignore")
+        or "Ignore",
+        match_label_keys=tuple(
+            _str(k, f"{path}.matchLabelKeys")
+            for k in _list(data.get("matchLabelKeys"), f"{path}.matchLabelKeys")
+        ),
+    )
+
+
+# ----------------------------------------------------------------------------- pods
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Pod:
+    """What scheduling, provisioning and draining need from a Pod.
+
+    Identity is by object (eq=False): two pods with the same name in a plan are still two pods.
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, int] = field(default_factory=dict)  # effective, includes pods=1
+    node_name: str = ""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_node_terms: tuple[NodeSelectorTerm, ...] = ()  # OR of terms
+    preferred_node_terms: tuple[PreferredNodeTerm, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    owners: tuple[OwnerRef, ...] = ()
+    priority: int = 0
+    priority_class_name: str = ""
+    creation_timestamp: str = ""
+    deletion_timestamp: str = ""
+    termination_grace_period_seconds: int = 30
+    phase: str = "Pending"
+    scheduling_gated: bool = False
+    unschedulable: bool = False  # PodScheduled=False, reason Unschedulable
+    nominated_node_name: str = ""
+    pvc_names: tuple[str, ...] = ()
+    resource_claims: bool = False
+    scheduler_name: str = "default-scheduler"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def is_daemonset_pod(self) -> bool:
+        return any(o.controller and o.kind == "DaemonSet" for o in self.owners)
+
+    def is_mirror_pod(self) -> bool:
+        return "kubernetes.io/config.mirror" in self.annotations or any(
+            o.kind == "Node" for o in self.owners
+        )
+
+    def is_terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def is_terminating(self) -> bool:
+        return bool(self.deletion_timestamp)
+
+
+def container_requests(spec: JSON, path: str) -> Resources:
+    """Effective pod requests as the kube-scheduler computes them (k8s PodRequests).
+
+    max(sum of app containers + restartable-init (sidecar) containers, the peak during init:
+    each classic init container plus the sidecars started before it), plus pod overhead, plus one
+    ``pods`` slot. Pod-level ``resources`` (when set) override the container sum.
+    """
+    total: Resources = {}
+    for i, c in enumerate(_list(spec.get("containers"), f"{path}.containers")):
+        total = _add(total, _container_requests(c, f"{path}.containers[{i}]"))
+    init_peak: Resources = {}
+    sidecars: Resources = {}
+    for i, c in enumerate(_list(spec.get("initContainers"), f"{path}.initContainers")):
+        cpath = f"{path}.initContainers[{i}]"
+        req = _container_requests(c, cpath)
+        if _obj(c, cpath).get("restartPolicy") == "Always":
+            sidecars = _add(sidecars, req)
+            init_peak = _max(init_peak, sidecars)
+        else:
+            init_peak = _max(init_peak, _add(sidecars, req))
+    effective = _max(_add(total, sidecars), init_peak)
+    pod_level = _obj(spec.get("resources"), f"{path}.resources")
+    if pod_level:
+        level = _resources(
+            pod_level.get("requests") or pod_level.get("limits"), f"{path}.resources.requests"
+        )
+        effective.update(level)
+    effective = _add(effective, _resources(spec.get("overhead"), f"{path}.overhead"))
+    effective[RESOURCE_PODS] = effective.get(RESOURCE_PODS, 0) + 1
+    return {k: v for k, v in effective.items() if v}
+
+
+def _container_requests(raw: object, path: str) -> Resources:
+    res = _obj(_obj(raw, path).get("resources"), f"{path}.resources")
+    requests = _resources(res.get("requests"), f"{path}.resources.requests")
+    # Kubernetes defaults a missing request to the limit.
+    for name, amount in _resources(res.get("limits"), f"{path}.resources.limits").items():
+        requests.setdefault(name, amount)
+    return requests
+
+
+def _add(a: Resources, b: Resources) -> Resources:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def _max(a: Resources, b: Resources) -> Resources:
+    out = dict(a)
+    for k, v in b.items():
+        if v > out.get(k, 0):
+            out[k] = v
+    return out
+
+
+def _host_ports(spec: JSON, path: str) -> tuple[HostPort, ...]:
+    ports: list[HostPort] = []
+    for group in ("initContainers", "containers"):
+        for i, c in enumerate(_list(spec.get(group), f"{path}.{group}")):
+            cpath = f"{path}.{group}[{i}]"
+            for j, p in enumerate(_list(_obj(c, cpath).get("ports"), f"{cpath}.ports")):
+                pdata = _obj(p, f"{cpath}.ports[{j}]")
+                hp = _int(pdata.get("hostPort"), f"{cpath}.ports[{j}].hostPort")
+                if hp > 0:
+                    ports.append(
+                        HostPort(
+                            port=hp,
+                            protocol=_str(
+                                pdata.get("protocol"), f"{cpath}.ports[{j}].protocol", "TCP"
+                            )
+                            or "TCP",
+                            ip=_str(pdata.get("hostIP"), f"{cpath}.ports[{j}].hostIP", "0.0.0.0")
+                            or "0.0.0.0",
+                        )
+                    )
+    return tuple(ports)
+
+
+def _affinity(spec: JSON, path: str) -> dict[str, object]:
+    aff = _obj(spec.get("affinity"), f"{path}.affinity")
+    na = _obj(aff.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+    req = _obj(
+        na.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+    )
+    rpath = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    required = tuple(
+        _node_selector_term(t, f"{rpath}[{i}]")
+        for i, t in enumerate(_list(req.get("nodeSelectorTerms"), rpath))
+    )
+    ppath = f"{path}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    preferred = []
+    for i, t in enumerate(_list(na.get("preferredDuringSchedulingIgnoredDuringExecution"), ppath)):
+        tdata = _obj(t, f"{ppath}[{i}]")
+        preferred.append(
+            PreferredNodeTerm(
+                weight=_int(tdata.get("weight"), f"{ppath}[{i}].weight", 1),
+                term=_node_selector_term(tdata.get("preference"), f"{ppath}[{i}].preference"),
+            )
+        )
+    out: dict[str, object] = {
+        "required_node_terms": required,
+        "preferred_node_terms": tuple(preferred),
+    }
+    for field_name, key in (
+        ("pod_affinity", "podAffinity"),
+        ("pod_anti_affinity", "podAntiAffinity"),
+    ):
+        block = _obj(aff.get(key), f"{path}.affinity.{key}")
+        bpath = f"{path}.affinity.{key}"
+        out[field_name] = tuple(
+            _pod_affinity_term(t, f"{bpath}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
+            for i, t in enumerate(
+                _list(
+                    block.get("requiredDuringSchedulingIgnoredDuringExecution"), f"{bpath}.required"
+                )
+            )
+        )
+        out[f"preferred_{field_name}"] = _weighted_pod_terms(
+            block.get("preferredDuringSchedulingIgnoredDuringExecution"),
+            f"{bpath}.preferredDuringSchedulingIgnoredDuringExecution",
+        )
+    return out
+
+
+def _owners(meta: JSON, path: str) -> tuple[OwnerRef, ...]:
+    out = []
+    for i, o in enumerate(_list(meta.get("ownerReferences"), f"{path}.ownerReferences")):
+        odata = _obj(o, f"{path}.ownerReferences[{i}]")
+        out.append(
+            OwnerRef(
+                kind=_str(odata.get("kind"), f"{path}.ownerReferences[{i}].kind"),
+                name=_str(odata.get("name"), f"{path}.ownerReferences[{i}].name"),
+                uid=_str(odata.get("uid"), f"{path}.ownerReferences[{i}].uid"),
+                controller=bool(odata.get("controller")),
+            )
+        )
+    return tuple(out)
+
+
+def _unschedulable(status: JSON, path: str) -> bool:
+    for i, c in enumerate(_list(status.get("conditions"), f"{path}.conditions")):
+        cond = _obj(c, f"{path}.conditions[{i}]")
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return True
+    return False
+
+
+def pod_from_dict(raw: object, path: str = "pod", *, default_namespace: str = "default") -> Pod:
+    """Parse a Pod (API JSON or YAML) into the slim view. Raises ParseError naming the field."""
+    data = _obj(raw, path)
+    meta = _obj(data.get("metadata"), f"{path}.metadata")
+    spec = _obj(data.get("spec"), f"{path}.spec")
+    status = _obj(data.get("status"), f"{path}.status")
+    return pod_from_parts(meta, spec, status, path, default_namespace=default_namespace)
+
+
+def pod_from_parts(
+    meta: JSON, spec: JSON, status: JSON, path: str, *, default_namespace: str = "default"
+) -> Pod:
+    spath = f"{path}.spec"
+    aff = _affinity(spec, spath)
+    volumes = _list(spec.get("volumes"), f"{spath}.volumes")
+    pvcs = []
+    for i, v in enumerate(volumes):
+        claim = _obj(
+            _obj(v, f"{spath}.volumes[{i}]").get("persistentVolumeClaim"),
+            f"{spath}.volumes[{i}].persistentVolumeClaim",
+        )
+        if claim:
+            pvcs.append(
+                _str(
+                    claim.get("claimName"), f"{spath}.volumes[{i}].persistentVolumeClaim.claimName"
+                )
+            )
+    tgp = spec.get("terminationGracePeriodSeconds")
+    return Pod(
+        namespace=_str(meta.get("namespace"), f"{path}.metadata.namespace", default_namespace)
+        or default_namespace,
+        name=_str(meta.get("name") or meta.get("generateName"), f"{path}.metadata.name"),
+        uid=_str(meta.get("uid"), f"{path}.metadata.uid"),
+        labels=_str_map(meta.get("labels"), f"{path}.metadata.labels"),
+        annotations=_str_map(meta.get("annotations"), f"{path}.metadata.annotations"),
+        requests=container_requests(spec, spath),
+        node_name=_str(spec.get("nodeName"), f"{spath}.nodeName"),
+        node_selector={
+            normalize_label(k): v
+            for k, v in _str_map(spec.get("nodeSelector"), f"{spath}.nodeSelector").items()
+        },
+        required_node_terms=cast("tuple[NodeSelectorTerm, ...]", aff["required_node_terms"]),
+        preferred_node_terms=cast("tuple[PreferredNodeTerm, ...]", aff["preferred_node_terms"]),
+        pod_affinity=cast("tuple[PodAffinityTerm, ...]", aff["pod_affinity"]),
+        preferred_pod_affinity=cast(
+            "tuple[WeightedPodAffinityTerm, ...]", aff["preferred_pod_affinity"]
+        ),
+        pod_anti_affinity=cast("tuple[PodAffinityTerm, ...]", aff["pod_anti_affinity"]),
+        preferred_pod_anti_affinity=cast(
+            "tuple[WeightedPodAffinityTerm, ...]", aff["preferred_pod_anti_affinity"]
+        ),
+        tolerations=tuple(
+            toleration_from_dict(t, f"{spath}.tolerations[{i}]")
+            for i, t in enumerate(_list(spec.get("tolerations"), f"{spath}.tolerations"))
+        ),
+        topology_spread=tuple(
+            _topology_spread(t, f"{spath}.topologySpreadConstraints[{i}]")
+            for i, t in enumerate(
+                _list(spec.get("topologySpreadConstraints"), f"{spath}.topologySpreadConstraints")
+            )
+        ),
+        host_ports=_host_ports(spec, spath),
+        owners=_owners(meta, f"{path}.metadata"),
+        priority=_int(spec.get("priority"), f"{spath}.priority"),
+        priority_class_name=_str(spec.get("priorityClassName"), f"{spath}.priorityClassName"),
+        creation_timestamp=_str(
+            meta.get("creationTimestamp"), f"{path}.metadata.creationTimestamp"
+        ),
+        deletion_timestamp=_str(
+            meta.get("deletionTimestamp"), f"{path}.metadata.deletionTimestamp"
+        ),
+        termination_grace_period_seconds=30
+        if tgp is None
+        else _int(tgp, f"{spath}.terminationGracePeriodSeconds"),
+        phase=_str(status.get("phase"), f"{path}.status.phase", "Pending") or "Pending",
+        scheduling_gated=bool(_list(spec.get("schedulingGates"), f"{spath}.schedulingGates")),
+        unschedulable=_unschedulable(status, f"{path}.status"),
+        nominated_node_name=_str(
+            status.get("nominatedNodeName"), f"{path}.status.nominatedNodeName"
+        ),
+        pvc_names=tuple(pvcs),
+        resource_claims=bool(_list(spec.get("resourceClaims"), f"{spath}.resourceClaims")),
+        scheduler_name=_str(
+            spec.get("schedulerName"), f"{spath}.schedulerName", "default-scheduler"
+        )
+        or "default-scheduler",
+    )
+
+
+# ----------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Node:
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    provider_id: str = ""
+    ready: bool = False
+    unschedulable: bool = False
+    creation_timestamp: str = ""
+    deletion_timestamp: str = ""
+    finalizers: tuple[str, ...] = ()
+
+
+def node_from_dict(raw: object, path: str = "node") -> Node:
+    data = _obj(raw, path)
+    meta = _obj(data.get("metadata"), f"{path}.metadata")
+    spec = _obj(data.get("spec"), f"{path}.spec")
+    status = _obj(data.get("status"), f"{path}.status")
+    ready = False
+    for i, c in enumerate(_list(status.get("conditions"), f"{path}.status.conditions")):
+        cond = _obj(c, f"{path}.status.conditions[{i}]")
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    capacity = _resources(status.get("capacity"), f"{path}.status.capacity")
+    allocatable = _resources(status.get("allocatable"), f"{path}.status.allocatable") or dict(
+        capacity
+    )
+    return Node(
+        name=_str(meta.get("name"), f"{path}.metadata.name"),
+        uid=_str(meta.get("uid"), f"{path}.metadata.uid"),
+        labels=_str_map(meta.get("labels"), f"{path}.metadata.labels"),
+        annotations=_str_map(meta.get("annotations"), f"{path}.metadata.annotations"),
+        taints=tuple(
+            taint_from_dict(t, f"{path}.spec.taints[{i}]")
+            for i, t in enumerate(_list(spec.get("taints"), f"{path}.spec.taints"))
+        ),
+        capacity=capacity,
+        allocatable=allocatable,
+        provider_id=_str(spec.get("providerID"), f"{path}.spec.providerID"),
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable")),
+        creation_timestamp=_str(
+            meta.get("creationTimestamp"), f"{path}.metadata.creationTimestamp"
+        ),
+        deletion_timestamp=_str(
+            meta.get("deletionTimestamp"), f"{path}.metadata.deletionTimestamp"
+        ),
+        finalizers=tuple(
+            _str(f, f"{path}.metadata.finalizers")
+            for f in _list(meta.get("finalizers"), f"{path}.metadata.finalizers")
+        ),
+    )
