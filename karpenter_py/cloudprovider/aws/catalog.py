@@ -1,0 +1,598 @@
+"""The built-in AWS catalog: EC2 instance facts turned into ``InstanceType``s as upstream does.
+
+Facts come from ``karpenter_py/data/aws-instance-types.json`` (written by
+``scripts/gen_aws_catalog.py`` from moto's DescribeInstanceTypes data and a public on-demand
+price list). Reading that file is the only I/O here (``load_builtin_facts``); everything else is
+pure computation reproducing aws/karpenter-provider-aws ``pkg/providers/instancetype/types.go``
+for the default EC2NodeClass (AL2023, no kubelet overrides, no block device mappings):
+
+- cpu = default vCPUs.
+- memory = SizeInMiB (minus 64 MiB when the first listed architecture is arm64: Graviton CMA
+  reservation) minus ceil(that x ``vm_memory_overhead_percent``) MiB.
+- pods = ENI-limited: (ENIs on the default network card - reserved ENIs) x (IPv4 per ENI - 1) + 2.
+- ephemeral-storage = 20Gi (the default root volume).
+- extended resources: nvidia.com/gpu, amd.com/gpu, habana.ai/gaudi (GPU counts by manufacturer),
+  aws.amazon.com/neuron and aws.amazon.com/neuroncore (Neuron devices and cores),
+  vpc.amazonaws.com/efa (max EFA interfaces). Zero amounts are left out.
+- kube-reserved: cpu 6 % of the first core + 1 % of the second + 0.5 % of cores 3-4 + 0.25 % of
+  the rest; memory 11Mi x pods + 255Mi (pods ENI-limited with no reserved ENIs); ephemeral 1Gi.
+- eviction threshold: memory 100Mi, ephemeral-storage 10 % of capacity.
+- labels: instance type, arch, os=linux, zone, region, capacity type, and the
+  ``karpenter.k8s.aws/instance-*`` labels (category/generation from the name pattern, family/size
+  split on ".", GPU and accelerator labels only for a single device model, ...).
+- offerings: each configured zone where EC2 offers the type (DescribeInstanceTypeOfferings),
+  on-demand at the list price and, for types that support spot, spot at an ESTIMATED price
+  (on-demand x (1 - ``spot_discount``), flagged ``price_estimated=True``): there is no spot price
+  data here, and upstream's own fallback (spot = on-demand until the first spot price refresh)
+  would make spot never look cheaper.
+
+Not modelled (no data without AWS calls or upstream's generated tables): vpc.amazonaws.com/pod-eni
+(trunk branch interfaces), ``topology.k8s.aws/zone-id``, and the DoesNotExist requirements upstream
+adds for labels a type lacks (``InstanceType.requirements`` can only list values, so such keys are
+absent). Types without an on-demand price are left out, as upstream marks all of their offerings
+unavailable.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from karpenter_py.model.instancetype import InstanceType, Offering, Overhead, make_instance_type
+from karpenter_py.model.labels import (
+    ARCH_AMD64,
+    ARCH_ARM64,
+    AWS_LABEL_INSTANCE_ACCELERATOR_COUNT,
+    AWS_LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+    AWS_LABEL_INSTANCE_ACCELERATOR_NAME,
+    AWS_LABEL_INSTANCE_CAPABILITY_FLEX,
+    AWS_LABEL_INSTANCE_CATEGORY,
+    AWS_LABEL_INSTANCE_CPU,
+    AWS_LABEL_INSTANCE_CPU_MANUFACTURER,
+    AWS_LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    AWS_LABEL_INSTANCE_EBS_BANDWIDTH,
+    AWS_LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT,
+    AWS_LABEL_INSTANCE_FAMILY,
+    AWS_LABEL_INSTANCE_GENERATION,
+    AWS_LABEL_INSTANCE_GPU_COUNT,
+    AWS_LABEL_INSTANCE_GPU_MANUFACTURER,
+    AWS_LABEL_INSTANCE_GPU_MEMORY,
+    AWS_LABEL_INSTANCE_GPU_NAME,
+    AWS_LABEL_INSTANCE_HYPERVISOR,
+    AWS_LABEL_INSTANCE_LOCAL_NVME,
+    AWS_LABEL_INSTANCE_MEMORY,
+    AWS_LABEL_INSTANCE_NETWORK_BANDWIDTH,
+    AWS_LABEL_INSTANCE_SIZE,
+    AWS_LABEL_INSTANCE_TENANCY,
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
+    LABEL_ARCH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_OS,
+    LABEL_TOPOLOGY_REGION,
+    LABEL_TOPOLOGY_ZONE,
+    RESOURCE_AMD_GPU,
+    RESOURCE_AWS_NEURON,
+    RESOURCE_AWS_NEURON_CORE,
+    RESOURCE_CPU,
+    RESOURCE_EFA,
+    RESOURCE_EPHEMERAL_STORAGE,
+    RESOURCE_HABANA_GAUDI,
+    RESOURCE_MEMORY,
+    RESOURCE_NVIDIA_GPU,
+    RESOURCE_PODS,
+)
+
+__all__ = [
+    "BUILTIN_FACTS_RESOURCE",
+    "DEFAULT_REGION",
+    "DEFAULT_SPOT_DISCOUNT",
+    "DEFAULT_ZONES",
+    "VM_MEMORY_OVERHEAD_PERCENT",
+    "Accelerator",
+    "FactsError",
+    "InstanceTypeFacts",
+    "NeuronDevice",
+    "aws_instance_type",
+    "aws_instance_types",
+    "builtin_aws_instance_types",
+    "eni_limited_pods",
+    "kube_reserved_cpu_millis",
+    "load_builtin_facts",
+    "memory_capacity_bytes",
+    "parse_facts",
+]
+
+MI: Final = 2**20
+GI: Final = 2**30
+
+DEFAULT_REGION: Final = "us-east-1"
+DEFAULT_ZONES: Final = tuple(f"us-east-1{z}" for z in "abcdef")
+# VM_MEMORY_OVERHEAD_PERCENT setting default.
+VM_MEMORY_OVERHEAD_PERCENT: Final = 0.075
+# ESTIMATE, not data: spot price = on-demand x (1 - 0.6). A round figure in the range of the
+# savings AWS advertises for spot; every spot offering built with it says price_estimated=True.
+DEFAULT_SPOT_DISCOUNT: Final = 0.6
+# Default root volume (amifamily.DefaultEBS, 20Gi gp3).
+DEFAULT_EPHEMERAL_STORAGE: Final = 20 * GI
+# Graviton instances keep 64 MiB of CMA memory the OS cannot use.
+ARM64_CMA_RESERVED_MIB: Final = 64
+KUBE_RESERVED_EPHEMERAL: Final = 1 * GI
+EVICTION_MEMORY: Final = 100 * MI
+EVICTION_NODEFS_PERCENT: Final = 10.0
+# (start, end, share) of millicores reserved for the kubelet, as in kubeReservedResources.
+_CPU_RESERVED_RANGES: Final = (
+    (0, 1000, 0.06),
+    (1000, 2000, 0.01),
+    (2000, 4000, 0.005),
+    (4000, 1 << 31, 0.0025),
+)
+_KUBE_ARCH: Final = {"x86_64": ARCH_AMD64, "arm64": ARCH_ARM64}
+# instanceTypeScheme: category letters, optional "-<n>tb", generation digits, anything, ".".
+_INSTANCE_TYPE_SCHEME: Final = re.compile(r"(^[a-z]+)(\-[0-9]+tb)?([0-9]+).*\.")
+_TENANCIES: Final = frozenset({"default", "dedicated"})
+
+BUILTIN_FACTS_RESOURCE: Final = "data/aws-instance-types.json"
+
+
+class FactsError(ValueError):
+    """The instance facts document does not have the shape scripts/gen_aws_catalog.py writes."""
+
+
+# --------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True, slots=True)
+class Accelerator:
+    """A GPU or inference accelerator model on an instance type (one DescribeInstanceTypes entry)."""
+
+    name: str
+    manufacturer: str
+    count: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class NeuronDevice:
+    name: str
+    count: int
+    cores: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceTypeFacts:
+    """What EC2 says about one instance type, plus its on-demand price (None when unknown)."""
+
+    name: str
+    vcpu: int
+    memory_mib: int
+    architectures: tuple[str, ...]
+    max_enis: int
+    ipv4_per_eni: int
+    on_demand_price: float | None
+    usage_classes: tuple[str, ...] = (CAPACITY_TYPE_ON_DEMAND,)
+    zones: tuple[str, ...] = ()
+    hypervisor: str = ""
+    bare_metal: bool = False
+    cpu_manufacturer: str = ""
+    sustained_clock_ghz: float | None = None
+    gpus: tuple[Accelerator, ...] = ()
+    inference_accelerators: tuple[Accelerator, ...] = ()
+    neuron_devices: tuple[NeuronDevice, ...] = ()
+    efa_supported: bool = False
+    max_efa_interfaces: int = 0
+    instance_storage_gb: int | None = None
+    instance_storage_nvme: str = "unsupported"
+    network_bandwidth_mbps: int | None = None
+    network_performance: str = ""
+    ebs_bandwidth_mbps: int | None = None
+    ebs_optimized_support: str = "unsupported"
+    encryption_in_transit: bool = False
+
+
+def _get(
+    record: Mapping[str, object],
+    key: str,
+    kind: type | tuple[type, ...],
+    where: str,
+    default: object = ...,
+) -> object:
+    if key not in record or record[key] is None:
+        if default is ...:
+            raise FactsError(f"{where}.{key}: required field is missing")
+        return default
+    value = record[key]
+    # bool is an int subclass; only accept it where a bool is asked for.
+    if isinstance(value, bool) and kind is not bool:
+        raise FactsError(f"{where}.{key}: expected {kind}, got {value!r}")
+    if not isinstance(value, kind):
+        raise FactsError(f"{where}.{key}: expected {kind}, got {value!r}")
+    return value
+
+
+def _int(record: Mapping[str, object], key: str, where: str, default: int | None = None) -> int:
+    value = _get(record, key, int, where, ... if default is None else default)
+    assert isinstance(value, int)
+    return value
+
+
+def _opt_int(record: Mapping[str, object], key: str, where: str) -> int | None:
+    value = _get(record, key, int, where, None)
+    return value if isinstance(value, int) else None
+
+
+def _str(record: Mapping[str, object], key: str, where: str, default: str | None = None) -> str:
+    value = _get(record, key, str, where, ... if default is None else default)
+    assert isinstance(value, str)
+    return value
+
+
+def _bool(record: Mapping[str, object], key: str, where: str) -> bool:
+    value = _get(record, key, bool, where, False)
+    assert isinstance(value, bool)
+    return value
+
+
+def _opt_float(record: Mapping[str, object], key: str, where: str) -> float | None:
+    value = _get(record, key, (int, float), where, None)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _strs(
+    record: Mapping[str, object], key: str, where: str, default: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    value = _get(record, key, list, where, list(default))
+    assert isinstance(value, list)
+    if not all(isinstance(v, str) for v in value):
+        raise FactsError(f"{where}.{key}: expected a list of strings")
+    return tuple(value)
+
+
+def _records(
+    record: Mapping[str, object], key: str, where: str
+) -> list[tuple[Mapping[str, object], str]]:
+    value = _get(record, key, list, where, [])
+    assert isinstance(value, list)
+    out: list[tuple[Mapping[str, object], str]] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise FactsError(f"{where}.{key}[{index}]: expected an object")
+        out.append((item, f"{where}.{key}[{index}]"))
+    return out
+
+
+def _accelerators(record: Mapping[str, object], key: str, where: str) -> tuple[Accelerator, ...]:
+    return tuple(
+        Accelerator(
+            name=_str(item, "name", at, ""),
+            manufacturer=_str(item, "manufacturer", at, ""),
+            count=_int(item, "count", at, 0),
+            memory_mib=_int(item, "memory_mib", at, 0),
+        )
+        for item, at in _records(record, key, where)
+    )
+
+
+def _facts_from_record(record: Mapping[str, object], where: str) -> InstanceTypeFacts:
+    return InstanceTypeFacts(
+        name=_str(record, "name", where),
+        vcpu=_int(record, "vcpu", where),
+        memory_mib=_int(record, "memory_mib", where),
+        architectures=_strs(record, "architectures", where),
+        max_enis=_int(record, "max_enis", where),
+        ipv4_per_eni=_int(record, "ipv4_per_eni", where),
+        on_demand_price=_opt_float(record, "on_demand_price", where),
+        usage_classes=_strs(record, "usage_classes", where, (CAPACITY_TYPE_ON_DEMAND,)),
+        zones=_strs(record, "zones", where),
+        hypervisor=_str(record, "hypervisor", where, ""),
+        bare_metal=_bool(record, "bare_metal", where),
+        cpu_manufacturer=_str(record, "cpu_manufacturer", where, ""),
+        sustained_clock_ghz=_opt_float(record, "sustained_clock_ghz", where),
+        gpus=_accelerators(record, "gpus", where),
+        inference_accelerators=_accelerators(record, "inference_accelerators", where),
+        neuron_devices=tuple(
+            NeuronDevice(
+                name=_str(item, "name", at, ""),
+                count=_int(item, "count", at, 0),
+                cores=_int(item, "cores", at, 0),
+                memory_mib=_int(item, "memory_mib", at, 0),
+            )
+            for item, at in _records(record, "neuron_devices", where)
+        ),
+        efa_supported=_bool(record, "efa_supported", where),
+        max_efa_interfaces=_int(record, "max_efa_interfaces", where, 0),
+        instance_storage_gb=_opt_int(record, "instance_storage_gb", where),
+        instance_storage_nvme=_str(record, "instance_storage_nvme", where, "unsupported"),
+        network_bandwidth_mbps=_opt_int(record, "network_bandwidth_mbps", where),
+        network_performance=_str(record, "network_performance", where, ""),
+        ebs_bandwidth_mbps=_opt_int(record, "ebs_bandwidth_mbps", where),
+        ebs_optimized_support=_str(record, "ebs_optimized_support", where, "unsupported"),
+        encryption_in_transit=_bool(record, "encryption_in_transit", where),
+    )
+
+
+def parse_facts(document: object) -> list[InstanceTypeFacts]:
+    """Facts from the parsed JSON document (``{"instanceTypes": [...]}``) or its bare list."""
+    records = document.get("instanceTypes") if isinstance(document, Mapping) else document
+    if not isinstance(records, list):
+        raise FactsError("instanceTypes: expected a list of instance type records")
+    out: list[InstanceTypeFacts] = []
+    for index, record in enumerate(records):
+        where = f"instanceTypes[{index}]"
+        if not isinstance(record, Mapping):
+            raise FactsError(f"{where}: expected an object")
+        out.append(_facts_from_record(record, where))
+    return out
+
+
+def load_builtin_facts() -> object:
+    """The parsed facts file bundled with the package (the one I/O in this module)."""
+    resource = importlib.resources.files("karpenter_py").joinpath(BUILTIN_FACTS_RESOURCE)
+    with resource.open("rb") as fh:
+        document: object = json.load(fh)
+    return document
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def eni_limited_pods(max_enis: int, ipv4_per_eni: int, reserved_enis: int = 0) -> int:
+    """Max pods the VPC CNI allows: usable ENIs x (IPv4 per ENI - 1) + 2, or 0 with no usable ENI."""
+    usable = max(max_enis - reserved_enis, 0)
+    if usable == 0:
+        return 0
+    return usable * (ipv4_per_eni - 1) + 2
+
+
+def kube_reserved_cpu_millis(vcpu: int) -> int:
+    """6 % of the first core, 1 % of the second, 0.5 % of cores 3-4, 0.25 % of the rest (truncated)."""
+    cpu = vcpu * 1000
+    total = 0
+    for start, end, share in _CPU_RESERVED_RANGES:
+        if cpu >= start:
+            span = float(end - start) if cpu >= end else float(cpu - start)
+            total += int(span * share)
+    return total
+
+
+def memory_capacity_bytes(
+    memory_mib: int, architectures: Sequence[str], vm_memory_overhead_percent: float
+) -> int:
+    """Reported memory less the Graviton CMA reservation and the VM overhead, in bytes."""
+    mib = memory_mib
+    if architectures and architectures[0] == "arm64":
+        mib -= ARM64_CMA_RESERVED_MIB
+    # Same float steps as upstream: ceil(bytes * percent / 1024 / 1024) MiB.
+    overhead_mib = math.ceil(float(mib * MI) * vm_memory_overhead_percent / 1024 / 1024)
+    return (mib - overhead_mib) * MI
+
+
+def _kube_arch(architectures: Sequence[str]) -> str:
+    for arch in architectures:
+        if arch in _KUBE_ARCH:
+            return _KUBE_ARCH[arch]
+    return str(list(architectures))
+
+
+def _lower_kebab(text: str) -> str:
+    return text.replace(" ", "-").lower()
+
+
+def _go_round(value: float) -> int:
+    # Go's math.Round: half away from zero (inputs here are positive).
+    return math.floor(value + 0.5)
+
+
+def _requirements(
+    facts: InstanceTypeFacts, zones: Sequence[str], capacity_types: Sequence[str], region: str
+) -> dict[str, frozenset[str]]:
+    reqs: dict[str, frozenset[str]] = {
+        LABEL_INSTANCE_TYPE: frozenset([facts.name]),
+        LABEL_ARCH: frozenset([_kube_arch(facts.architectures)]),
+        LABEL_OS: frozenset(["linux"]),
+        LABEL_TOPOLOGY_ZONE: frozenset(zones),
+        LABEL_TOPOLOGY_REGION: frozenset([region]),
+        LABEL_CAPACITY_TYPE: frozenset(capacity_types),
+        AWS_LABEL_INSTANCE_CPU: frozenset([str(facts.vcpu)]),
+        AWS_LABEL_INSTANCE_MEMORY: frozenset([str(facts.memory_mib)]),
+        AWS_LABEL_INSTANCE_HYPERVISOR: frozenset([facts.hypervisor]),
+        AWS_LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT: frozenset(
+            ["true" if facts.encryption_in_transit else "false"]
+        ),
+        AWS_LABEL_INSTANCE_TENANCY: _TENANCIES,
+        AWS_LABEL_INSTANCE_CPU_MANUFACTURER: frozenset([_lower_kebab(facts.cpu_manufacturer)]),
+        # Upstream prints 0 when EC2 reports no sustained clock speed.
+        AWS_LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: frozenset(
+            [str(_go_round((facts.sustained_clock_ghz or 0.0) * 1000))]
+        ),
+    }
+    if match := _INSTANCE_TYPE_SCHEME.match(facts.name):
+        reqs[AWS_LABEL_INSTANCE_CATEGORY] = frozenset([match.group(1)])
+        reqs[AWS_LABEL_INSTANCE_GENERATION] = frozenset([match.group(3)])
+    parts = facts.name.split(".")
+    if len(parts) == 2:
+        reqs[AWS_LABEL_INSTANCE_FAMILY] = frozenset([parts[0]])
+        reqs[AWS_LABEL_INSTANCE_SIZE] = frozenset([parts[1]])
+    reqs[AWS_LABEL_INSTANCE_CAPABILITY_FLEX] = frozenset(
+        ["true" if "-flex" in parts[0] else "false"]
+    )
+    if facts.instance_storage_gb is not None and facts.instance_storage_nvme != "unsupported":
+        reqs[AWS_LABEL_INSTANCE_LOCAL_NVME] = frozenset([str(facts.instance_storage_gb)])
+    # Upstream's bandwidth table leaves out types EC2 describes only in words ("Moderate", "High").
+    if facts.network_bandwidth_mbps is not None and any(
+        c.isdigit() for c in facts.network_performance
+    ):
+        reqs[AWS_LABEL_INSTANCE_NETWORK_BANDWIDTH] = frozenset([str(facts.network_bandwidth_mbps)])
+    if len(facts.gpus) == 1:
+        gpu = facts.gpus[0]
+        reqs[AWS_LABEL_INSTANCE_GPU_NAME] = frozenset([_lower_kebab(gpu.name)])
+        reqs[AWS_LABEL_INSTANCE_GPU_MANUFACTURER] = frozenset([_lower_kebab(gpu.manufacturer)])
+        reqs[AWS_LABEL_INSTANCE_GPU_COUNT] = frozenset([str(gpu.count)])
+        reqs[AWS_LABEL_INSTANCE_GPU_MEMORY] = frozenset([str(gpu.memory_mib)])
+    if len(facts.inference_accelerators) == 1 and not facts.neuron_devices:
+        acc = facts.inference_accelerators[0]
+        reqs[AWS_LABEL_INSTANCE_ACCELERATOR_NAME] = frozenset([_lower_kebab(acc.name)])
+        reqs[AWS_LABEL_INSTANCE_ACCELERATOR_MANUFACTURER] = frozenset(
+            [_lower_kebab(acc.manufacturer)]
+        )
+        reqs[AWS_LABEL_INSTANCE_ACCELERATOR_COUNT] = frozenset([str(acc.count)])
+    if len(facts.neuron_devices) == 1:
+        device = facts.neuron_devices[0]
+        reqs[AWS_LABEL_INSTANCE_ACCELERATOR_NAME] = frozenset([_lower_kebab(device.name)])
+        reqs[AWS_LABEL_INSTANCE_ACCELERATOR_MANUFACTURER] = frozenset(["aws"])
+        reqs[AWS_LABEL_INSTANCE_ACCELERATOR_COUNT] = frozenset([str(device.count)])
+    if facts.ebs_optimized_support == "default" and facts.ebs_bandwidth_mbps is not None:
+        reqs[AWS_LABEL_INSTANCE_EBS_BANDWIDTH] = frozenset([str(facts.ebs_bandwidth_mbps)])
+    return reqs
+
+
+def _capacity(
+    facts: InstanceTypeFacts, pods: int, vm_memory_overhead_percent: float
+) -> dict[str, int]:
+    capacity = {
+        RESOURCE_CPU: facts.vcpu * 1000,
+        RESOURCE_MEMORY: memory_capacity_bytes(
+            facts.memory_mib, facts.architectures, vm_memory_overhead_percent
+        ),
+        RESOURCE_EPHEMERAL_STORAGE: DEFAULT_EPHEMERAL_STORAGE,
+        RESOURCE_PODS: pods,
+    }
+    by_manufacturer = {
+        "NVIDIA": RESOURCE_NVIDIA_GPU,
+        "AMD": RESOURCE_AMD_GPU,
+        "Habana": RESOURCE_HABANA_GAUDI,
+    }
+    extended: dict[str, int] = {}
+    for gpu in facts.gpus:
+        if (resource := by_manufacturer.get(gpu.manufacturer)) is not None:
+            extended[resource] = extended.get(resource, 0) + gpu.count
+    if facts.neuron_devices:
+        extended[RESOURCE_AWS_NEURON] = sum(d.count for d in facts.neuron_devices)
+        first = facts.neuron_devices[0]
+        extended[RESOURCE_AWS_NEURON_CORE] = first.count * first.cores
+    extended[RESOURCE_EFA] = facts.max_efa_interfaces
+    capacity.update({name: amount for name, amount in extended.items() if amount > 0})
+    return capacity
+
+
+def aws_instance_type(
+    facts: InstanceTypeFacts,
+    *,
+    zones: Sequence[str] = DEFAULT_ZONES,
+    region: str = DEFAULT_REGION,
+    vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
+    reserved_enis: int = 0,
+    spot_discount: float = DEFAULT_SPOT_DISCOUNT,
+) -> InstanceType | None:
+    """One ``InstanceType``, or None when it has no price or no offering in ``zones``."""
+    if facts.on_demand_price is None or facts.on_demand_price <= 0:
+        return None
+    offered = set(facts.zones)
+    type_zones = [z for z in zones if not offered or z in offered]
+    capacity_types = [
+        ct for ct in (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT) if ct in facts.usage_classes
+    ]
+    if not type_zones or not capacity_types:
+        return None
+    # Rounded to a millionth of a dollar so estimates print cleanly (0.0384, not 0.038400000000000004).
+    spot_price = round(facts.on_demand_price * (1.0 - spot_discount), 6)
+    offerings = [
+        Offering(
+            zone=zone,
+            capacity_type=ct,
+            price=spot_price if ct == CAPACITY_TYPE_SPOT else facts.on_demand_price,
+            price_estimated=ct == CAPACITY_TYPE_SPOT,
+        )
+        for zone in type_zones
+        for ct in capacity_types
+    ]
+    pods = eni_limited_pods(facts.max_enis, facts.ipv4_per_eni, reserved_enis)
+    # AL2023 sizes kube-reserved memory from the ENI-limited pod count with no reserved ENIs.
+    overhead_pods = eni_limited_pods(facts.max_enis, facts.ipv4_per_eni, 0)
+    capacity = _capacity(facts, pods, vm_memory_overhead_percent)
+    storage = capacity[RESOURCE_EPHEMERAL_STORAGE]
+    overhead = Overhead(
+        kube_reserved={
+            RESOURCE_CPU: kube_reserved_cpu_millis(facts.vcpu),
+            RESOURCE_MEMORY: (11 * overhead_pods + 255) * MI,
+            RESOURCE_EPHEMERAL_STORAGE: KUBE_RESERVED_EPHEMERAL,
+        },
+        eviction_threshold={
+            RESOURCE_MEMORY: EVICTION_MEMORY,
+            RESOURCE_EPHEMERAL_STORAGE: math.ceil(float(storage) / 100 * EVICTION_NODEFS_PERCENT),
+        },
+    )
+    return make_instance_type(
+        name=facts.name,
+        requirements=_requirements(facts, type_zones, capacity_types, region),
+        capacity=capacity,
+        offerings=offerings,
+        overhead=overhead,
+    )
+
+
+def aws_instance_types(
+    facts: object,
+    *,
+    zones: Sequence[str] = DEFAULT_ZONES,
+    region: str = DEFAULT_REGION,
+    vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
+    reserved_enis: int = 0,
+    spot_discount: float = DEFAULT_SPOT_DISCOUNT,
+) -> list[InstanceType]:
+    """Instance types for every priced fact offered in at least one of ``zones``, by name.
+
+    ``facts`` is the parsed facts document (as ``load_builtin_facts`` returns it), its bare list
+    of records, or already parsed ``InstanceTypeFacts``.
+    """
+    if not 0.0 <= spot_discount < 1.0:
+        raise ValueError(f"spot_discount must be in [0, 1), got {spot_discount}")
+    if not 0.0 <= vm_memory_overhead_percent < 1.0:
+        raise ValueError(
+            f"vm_memory_overhead_percent must be in [0, 1), got {vm_memory_overhead_percent}"
+        )
+    if reserved_enis < 0:
+        raise ValueError(f"reserved_enis must be >= 0, got {reserved_enis}")
+    parsed: list[InstanceTypeFacts]
+    if isinstance(facts, Iterable) and not isinstance(facts, Mapping | str | bytes):
+        items = list(facts)
+        if all(isinstance(item, InstanceTypeFacts) for item in items):
+            parsed = [item for item in items if isinstance(item, InstanceTypeFacts)]
+        else:
+            parsed = parse_facts(items)
+    else:
+        parsed = parse_facts(facts)
+    out: list[InstanceType] = []
+    for item in sorted(parsed, key=lambda f: f.name):
+        instance_type = aws_instance_type(
+            item,
+            zones=zones,
+            region=region,
+            vm_memory_overhead_percent=vm_memory_overhead_percent,
+            reserved_enis=reserved_enis,
+            spot_discount=spot_discount,
+        )
+        if instance_type is not None:
+            out.append(instance_type)
+    return out
+
+
+@functools.cache
+def _builtin() -> tuple[InstanceType, ...]:
+    document = load_builtin_facts()
+    if not isinstance(document, Mapping):
+        raise FactsError(f"{BUILTIN_FACTS_RESOURCE}: expected a JSON object")
+    return tuple(aws_instance_types(document))
+
+
+def builtin_aws_instance_types() -> list[InstanceType]:
+    """The bundled us-east-1 catalog with default settings (built once, then cached)."""
+    return list(_builtin())

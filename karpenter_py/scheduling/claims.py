@@ -1,0 +1,215 @@
+"""Places a pod can go during a solve: a NodeClaim being built, or an existing node.
+
+Both answer ``try_add`` with None (the pod was added) or a reason it does not fit. Checks run
+cheapest first and a claim remembers which pod shapes it has already refused since it last
+changed, so the usual case (a full node) costs one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from karpenter_py.model.core import HostPort, Taint
+from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE
+from karpenter_py.model.quantity import Resources
+from karpenter_py.scheduling.hostports import conflict
+from karpenter_py.scheduling.instances import PoolIndex
+from karpenter_py.scheduling.podstate import PodState
+from karpenter_py.scheduling.requirements import WELL_KNOWN, Req, Requirements, compatible
+from karpenter_py.scheduling.taints import describe, untolerated
+from karpenter_py.scheduling.topology import Placed, Topology
+
+# Keys whose narrowing changes which offerings (not just which types) remain.
+_OFFERING_KEYS: Final = frozenset({LABEL_TOPOLOGY_ZONE, LABEL_CAPACITY_TYPE})
+
+
+def _add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+class NewClaim:
+    """A NodeClaim under construction: its pods, requirements and remaining instance-type options."""
+
+    __slots__ = (
+        "_refused",
+        "headroom",
+        "hostname",
+        "index",
+        "mask",
+        "pods",
+        "ports",
+        "requests",
+        "requirements",
+        "version",
+    )
+
+    def __init__(self, index: PoolIndex, hostname: str, mask: int) -> None:
+        self.index = index
+        self.hostname = hostname
+        self.mask = mask
+        self.requirements = index.requirements.with_req(Req.in_(LABEL_HOSTNAME, (hostname,)))
+        self.requests: Resources = {}
+        self.pods: list[PodState] = []
+        self.ports: list[HostPort] = []
+        self.version = 0
+        self._refused: dict[tuple[object, ...], int] = {}
+        self.headroom = index.headroom(mask, {})
+
+    def has_room(self, requests: Mapping[str, int]) -> bool:
+        """A necessary condition: some remaining option could still hold ``requests``."""
+        headroom = self.headroom
+        return all(amount <= headroom.get(name, 0) for name, amount in requests.items())
+
+    def try_add(
+        self, st: PodState, topology: Topology, signature: tuple[object, ...]
+    ) -> str | None:
+        if self._refused.get(signature) == self.version:
+            return "does not fit (unchanged since last check)"
+        why = self._static_checks(st)
+        if why is not None:
+            self._refused[signature] = self.version
+            return why
+        reqs = self.requirements & st.requirements
+        narrowed = topology.narrow(st.index, st.pod, st.requirements, reqs)
+        if isinstance(narrowed, str):
+            return narrowed
+        mask = self._narrow_types(narrowed)
+        total = _add(self.requests, st.pod.requests)
+        mask &= self.index.fit_mask(total)
+        if not mask:
+            return "no instance type satisfies the combined requirements and resources"
+        why = self._min_values(narrowed, mask)
+        if why is not None:
+            return why
+        self._commit(st, topology, narrowed, mask, total)
+        return None
+
+    def _static_checks(self, st: PodState) -> str | None:
+        """Checks that depend only on the pod's shape and this claim's state."""
+        if not self.has_room(st.pod.requests):
+            return "no remaining instance type has room"
+        taint = untolerated(self.index.taints, st.tolerations)
+        if taint is not None:
+            return f"did not tolerate taint {describe(taint)}"
+        port = conflict(self.ports, st.pod.host_ports)
+        if port is not None:
+            return f"host port {port.port}/{port.protocol} is already in use"
+        if not st.requirements:
+            return None
+        return compatible(self.requirements, st.requirements, allow_undefined=WELL_KNOWN)
+
+    def _narrow_types(self, reqs: Requirements) -> int:
+        mask = self.mask
+        offering_changed = False
+        for key, req in reqs.items():
+            if self.requirements.get(key) is not req:
+                mask &= self.index.req_mask(req)
+                offering_changed = (
+                    offering_changed or key in _OFFERING_KEYS or key in self.index.offering_keys
+                )
+        if offering_changed:
+            mask &= self.index.offering_mask(reqs)
+        return mask
+
+    def _min_values(self, reqs: Requirements, mask: int) -> str | None:
+        for key, req in reqs.items():
+            if (
+                req.min_values is not None
+                and self.index.distinct_values(key, req, mask) < req.min_values
+            ):
+                return f"minValues {req.min_values} for {key} cannot be met by the remaining instance types"
+        return None
+
+    def _commit(
+        self, st: PodState, topology: Topology, reqs: Requirements, mask: int, total: Resources
+    ) -> None:
+        self.requirements = reqs
+        self.mask = mask
+        self.requests = total
+        self.pods.append(st)
+        self.ports.extend(st.pod.host_ports)
+        self.version += 1
+        self.headroom = self.index.headroom(mask, total)
+        topology.record(st.index, Placed(st.pod, reqs, self.index.taints))
+
+
+class ExistingSlot:
+    """A node (or in-flight NodeClaim) in the cluster with room left on it."""
+
+    __slots__ = (
+        "_refused",
+        "initialized",
+        "name",
+        "pods",
+        "ports",
+        "remaining",
+        "requirements",
+        "taints",
+        "version",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        requirements: Requirements,
+        taints: tuple[Taint, ...],
+        remaining: Resources,
+        ports: list[HostPort],
+        initialized: bool,
+    ) -> None:
+        self.name = name
+        self.requirements = requirements
+        self.taints = taints
+        self.remaining = remaining
+        self.ports = ports
+        self.initialized = initialized
+        self.pods: list[PodState] = []
+        self.version = 0
+        self._refused: dict[tuple[object, ...], int] = {}
+
+    def try_add(
+        self, st: PodState, topology: Topology, signature: tuple[object, ...]
+    ) -> str | None:
+        if self._refused.get(signature) == self.version:
+            return "does not fit (unchanged since last check)"
+        why = self._static_checks(st)
+        if why is not None:
+            self._refused[signature] = self.version
+            return why
+        reqs = self.requirements & st.requirements
+        narrowed = topology.narrow(st.index, st.pod, st.requirements, reqs)
+        if isinstance(narrowed, str):
+            return narrowed
+        for key, req in narrowed.items():
+            value = self.requirements.get(key)
+            if value is not None and req is not value and len(req.intersect(value)) == 0:
+                return f"topology requires {req}, node has {value}"
+        self.remaining = {k: v - st.pod.requests.get(k, 0) for k, v in self.remaining.items()}
+        self.pods.append(st)
+        self.ports.extend(st.pod.host_ports)
+        self.version += 1
+        topology.record(st.index, Placed(st.pod, self.requirements, self.taints))
+        return None
+
+    def has_room(self, requests: Mapping[str, int]) -> bool:
+        remaining = self.remaining
+        return all(amount <= remaining.get(name, 0) for name, amount in requests.items())
+
+    def _static_checks(self, st: PodState) -> str | None:
+        for name, amount in st.pod.requests.items():
+            if amount > self.remaining.get(name, 0):
+                return f"not enough {name}"
+        taint = untolerated(self.taints, st.tolerations)
+        if taint is not None:
+            return f"did not tolerate taint {describe(taint)}"
+        port = conflict(self.ports, st.pod.host_ports)
+        if port is not None:
+            return f"host port {port.port}/{port.protocol} is already in use"
+        if not st.requirements:
+            return None
+        return compatible(self.requirements, st.requirements)

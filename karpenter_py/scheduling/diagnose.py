@@ -1,0 +1,72 @@
+"""Why a pod could not be placed, in words a person can act on.
+
+Runs only for pods that stayed unplaced, so it can afford to re-check every NodePool step by
+step: taints, requirements, instance types matching them, resources, limits; then falls back to
+the last error the solve loop recorded (usually topology).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from karpenter_py.model.quantity import Resources, format_resource
+from karpenter_py.scheduling.instances import PoolIndex
+from karpenter_py.scheduling.podstate import PodState
+from karpenter_py.scheduling.requirements import WELL_KNOWN, compatible
+from karpenter_py.scheduling.taints import describe, untolerated
+
+
+def diagnose(
+    st: PodState, indexes: Sequence[PoolIndex], limits: Mapping[str, Resources], last_error: str
+) -> str:
+    if not indexes:
+        return "no NodePools are defined"
+    static = [_static_reason(st, idx, limits.get(idx.pool.name)) for idx in indexes]
+    if all(r is not None for r in static):
+        reasons = "; ".join(
+            f'nodepool "{idx.pool.name}": {r}' for idx, r in zip(indexes, static, strict=True)
+        )
+        return f"incompatible with every nodepool: {reasons}{_relaxed(st)}"
+    return f"{_summarise(last_error)}{_relaxed(st)}"
+
+
+def _static_reason(st: PodState, idx: PoolIndex, remaining: Resources | None) -> str | None:
+    if not idx.types:
+        return "has no usable instance types"
+    taint = untolerated(idx.taints, st.tolerations)
+    if taint is not None:
+        return f"did not tolerate taint {describe(taint)}"
+    why = compatible(idx.requirements, st.requirements, allow_undefined=WELL_KNOWN)
+    if why is not None:
+        return why
+    reqs = idx.requirements & st.requirements
+    matching = idx.reqs_mask(reqs) & idx.offering_mask(reqs)
+    if not matching:
+        wanted = ", ".join(str(r) for r in st.requirements.values()) or "none"
+        return f"no instance type with an available offering matches the requirements ({wanted})"
+    if not matching & idx.fit_mask(st.pod.requests):
+        return _resources_reason(st, idx)
+    if remaining is not None and not matching & idx.limits_mask(remaining):
+        return "all instance types that fit would exceed the nodepool's limits"
+    return None
+
+
+def _resources_reason(st: PodState, idx: PoolIndex) -> str:
+    short = []
+    for name, amount in sorted(st.pod.requests.items()):
+        largest = idx.largest(name)
+        if amount > largest:
+            short.append(
+                f"{name} {format_resource(name, amount)} > largest {format_resource(name, max(largest, 0))}"
+            )
+    detail = ", ".join(short) or "no single instance type fits every requested resource at once"
+    return f"no instance type has enough resources after daemonset overhead ({detail})"
+
+
+def _summarise(error: str) -> str:
+    """The solve loop's last error names each pool; keep it, minus internal cache wording."""
+    return error.replace("does not fit (unchanged since last check)", "does not fit")
+
+
+def _relaxed(st: PodState) -> str:
+    return f" (after relaxing preferences: {', '.join(st.relaxations)})" if st.relaxations else ""

@@ -1,0 +1,362 @@
+"""``solve``: place pending pods on existing nodes, NodeClaims in flight, then new NodeClaims.
+
+The loop follows upstream's provisioning scheduler: pods are taken largest first (cpu, then
+memory); each goes to the first existing node that fits, else to the NodeClaim being built with
+the fewest pods that fits, else to a new NodeClaim from the first NodePool (by weight) that can
+hold it. A pod that fails is relaxed one preference and retried at the back of the queue; the loop
+ends when a full pass over the queue places nothing and relaxes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+
+from karpenter_py.model.core import HostPort, Pod
+from karpenter_py.model.instancetype import Offering
+from karpenter_py.model.labels import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_TOPOLOGY_ZONE,
+    RESOURCE_CPU,
+    RESOURCE_MEMORY,
+)
+from karpenter_py.model.quantity import Resources
+from karpenter_py.scheduling.claims import ExistingSlot, NewClaim
+from karpenter_py.scheduling.diagnose import diagnose
+from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate, SolveInput
+from karpenter_py.scheduling.instances import PoolIndex, iter_bits
+from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
+from karpenter_py.scheduling.podstate import PodState, RequirementsCache
+from karpenter_py.scheduling.requirements import Req, Requirements
+from karpenter_py.scheduling.taints import is_ephemeral
+from karpenter_py.scheduling.topology import DomainSource, Placed, Topology
+
+
+def solve(
+    inp: SolveInput, *, namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+) -> Plan:
+    """Decide where every pod goes. Pure: the same input always gives the same plan."""
+    return _Solver(inp, namespace_labels or {}).run()
+
+
+def order_pools(pools: Sequence[PoolTemplate]) -> list[PoolTemplate]:
+    """Highest weight first; equal weights by name, descending (as upstream orders them)."""
+    by_name = sorted(pools, key=lambda p: p.name, reverse=True)
+    return sorted(by_name, key=lambda p: -p.weight)
+
+
+def _pod_order(st: PodState) -> tuple[int, int, str, str]:
+    req = st.pod.requests
+    return (
+        -req.get(RESOURCE_CPU, 0),
+        -req.get(RESOURCE_MEMORY, 0),
+        st.pod.creation_timestamp,
+        st.pod.uid or st.pod.key,
+    )
+
+
+class _Solver:
+    def __init__(self, inp: SolveInput, namespace_labels: Mapping[str, Mapping[str, str]]) -> None:
+        self.inp = inp
+        self.pools = order_pools(inp.pools)
+        self.indexes = [
+            PoolIndex(p, inp.instance_types.get(p.name, ()), inp.daemonsets) for p in self.pools
+        ]
+        self.limits: dict[str, Resources] = {
+            p.name: {k: v - p.usage.get(k, 0) for k, v in p.limits.items()}
+            for p in self.pools
+            if p.limits is not None
+        }
+        self.prefer_no_schedule = any(
+            t.effect == "PreferNoSchedule" for p in self.pools for t in p.taints
+        )
+        self.slots, placed = self._existing_slots(inp.existing)
+        self.topology = Topology(
+            universe=self._universe(), placed=placed, namespace_labels=namespace_labels
+        )
+        # NodeClaims being built, bucketed by pod count so "fewest pods first" needs no sorting.
+        self.buckets: dict[int, dict[NewClaim, None]] = {}
+        self.claims: list[NewClaim] = []
+        self.cache: RequirementsCache = {}
+
+    # ------------------------------------------------------------------ setup
+    def _existing_slots(
+        self, existing: Sequence[ExistingNode]
+    ) -> tuple[list[ExistingSlot], list[Placed]]:
+        slots: list[ExistingSlot] = []
+        placed: list[Placed] = []
+        for ex in existing:
+            if ex.marked_for_deletion or ex.node.deletion_timestamp:
+                continue
+            node = ex.node
+            labels = dict(node.labels)
+            labels.setdefault(LABEL_HOSTNAME, node.name)
+            reqs = Requirements.from_labels(labels)
+            taints = node.taints
+            if ex.node_pool and not ex.initialized:
+                taints = tuple(t for t in taints if not is_ephemeral(t))
+            remaining = dict(node.allocatable)
+            ports: list[HostPort] = []
+            for pod in ex.pods:
+                if pod.is_terminal():
+                    continue
+                for name, amount in pod.requests.items():
+                    remaining[name] = remaining.get(name, 0) - amount
+                ports.extend(pod.host_ports)
+                placed.append(Placed(pod, reqs, taints))
+            slots.append(
+                ExistingSlot(
+                    name=node.name,
+                    requirements=reqs,
+                    taints=taints,
+                    remaining=remaining,
+                    ports=ports,
+                    initialized=ex.initialized,
+                )
+            )
+        slots.sort(key=lambda s: (not s.initialized, s.name))
+        return slots, placed
+
+    def _universe(self) -> dict[str, dict[str, list[DomainSource]]]:
+        """Every value each label can take on a node: from NodePools' types and from existing nodes."""
+        universe: dict[str, dict[str, list[DomainSource]]] = {}
+        for idx in self.indexes:
+            source = DomainSource(idx.requirements, idx.taints)
+            for key, per_value in idx.value_masks.items():
+                req = idx.requirements.get(key)
+                for value in per_value:
+                    if req is None or req.has(value):
+                        universe.setdefault(key, {}).setdefault(value, []).append(source)
+            for key, req in idx.requirements.items():
+                if not req.complement:
+                    for value in req.values:
+                        universe.setdefault(key, {}).setdefault(value, []).append(source)
+        for slot in self.slots:
+            source = DomainSource(slot.requirements, slot.taints)
+            for key, value in slot.requirements.single_values().items():
+                universe.setdefault(key, {}).setdefault(value, []).append(source)
+        return universe
+
+    def _register(self, st: PodState) -> None:
+        self.topology.register(
+            st.index,
+            st.pod,
+            spread=st.spread,
+            affinity=st.affinity_terms,
+            anti_affinity=st.anti_affinity_terms,
+            node_terms=st.node_selector_terms(),
+            tolerations=st.tolerations,
+        )
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> Plan:
+        respect = self.inp.options.preference_policy == "Respect"
+        states: list[PodState] = []
+        errors: dict[int, str] = {}
+        for i, pod in enumerate(self.inp.pods):
+            st = PodState.of(pod, i, respect_preferences=respect, cache=self.cache)
+            why = _unsupported(pod)
+            if why is not None:
+                errors[i] = why
+                continue
+            states.append(st)
+            self._register(st)
+        states.sort(key=_pod_order)
+        unplaced = self._place_all(states, errors)
+        return self._plan(unplaced, errors)
+
+    def _place_all(self, states: list[PodState], errors: dict[int, str]) -> list[PodState]:
+        queue = deque(states)
+        last_seen: dict[int, int] = {}
+        while queue:
+            st = queue[0]
+            if last_seen.get(st.index) == len(queue):
+                break  # a full pass without progress
+            queue.popleft()
+            why = self._add(st)
+            if why is None:
+                errors.pop(st.index, None)
+                continue
+            errors[st.index] = why
+            queue.append(st)
+            if st.relax(may_tolerate_prefer_no_schedule=self.prefer_no_schedule):
+                self._register(st)
+                last_seen.clear()
+            else:
+                last_seen[st.index] = len(queue)
+        return list(queue)
+
+    def _add(self, st: PodState) -> str | None:
+        sig = st.signature
+        requests = st.pod.requests
+        pre = self.topology.prefilter(st.index, st.pod, st.requirements)
+        check = bool(pre.hostnames or pre.domains)
+        for slot in self.slots:
+            if check and pre.rules_out(slot.name, slot.requirements):
+                continue
+            if slot.has_room(requests) and slot.try_add(st, self.topology, sig) is None:
+                return None
+        for count in sorted(self.buckets):
+            for claim in self.buckets[count]:
+                if check and pre.rules_out(claim.hostname, claim.requirements):
+                    continue
+                if (
+                    not claim.has_room(requests)
+                    or claim.try_add(st, self.topology, sig) is not None
+                ):
+                    continue
+                # Mutating the buckets is safe: we return before iterating again.
+                del self.buckets[count][claim]
+                if not self.buckets[count]:
+                    del self.buckets[count]
+                self.buckets.setdefault(count + 1, {})[claim] = None
+                return None
+        return self._new_claim(st)
+
+    def _new_claim(self, st: PodState) -> str | None:
+        reasons = []
+        for idx in self.indexes:
+            name = idx.pool.name
+            mask = idx.all
+            remaining = self.limits.get(name)
+            if remaining is not None:
+                mask &= idx.limits_mask(remaining)
+            if not mask:
+                reasons.append(
+                    f'nodepool "{name}": no instance types left within its limits'
+                    if idx.types
+                    else ""
+                )
+                continue
+            claim = NewClaim(idx, f"hostname-placeholder-{len(self.claims):05d}", mask)
+            why = claim.try_add(st, self.topology, st.signature)
+            if why is None:
+                self.claims.append(claim)
+                self.buckets.setdefault(1, {})[claim] = None
+                if remaining is not None:
+                    self._charge_limits(idx, claim.mask, remaining)
+                return None
+            reasons.append(f'nodepool "{name}": {why}')
+        return "; ".join(r for r in reasons if r) or "no nodepools"
+
+    @staticmethod
+    def _charge_limits(idx: PoolIndex, mask: int, remaining: Resources) -> None:
+        """Count the largest option against the limits: the launch may pick any of them."""
+        for name in remaining:
+            most = max(
+                1 if name == "nodes" else idx.types[i].capacity.get(name, 0)
+                for i in iter_bits(mask)
+            )
+            remaining[name] -= most
+
+    # ------------------------------------------------------------------ results
+    def _plan(self, unplaced: list[PodState], errors: dict[int, str]) -> Plan:
+        new_claims = tuple(nc for nc in (self._finalize(c) for c in self.claims) if nc is not None)
+        existing = tuple(
+            ExistingPlacement(s.name, tuple(p.pod for p in s.pods)) for s in self.slots if s.pods
+        )
+        failed = {st.index: st for st in unplaced}
+        pod_errors = []
+        for i, pod in enumerate(self.inp.pods):
+            if i in failed:
+                pod_errors.append(
+                    PodError(pod, diagnose(failed[i], self.indexes, self.limits, errors.get(i, "")))
+                )
+            elif i in errors and not any(i == p.index for c in self.claims for p in c.pods):
+                pod_errors.append(PodError(pod, errors[i]))
+        return Plan(new_claims, existing, tuple(pod_errors))
+
+    def _finalize(self, claim: NewClaim) -> NewNodeClaim | None:
+        idx = claim.index
+        reqs = claim.requirements.without(LABEL_HOSTNAME)
+        options = idx.cheapest_offerings(claim.mask, reqs)
+        if not options:
+            return None
+        options.sort(key=lambda o: (o[0], o[1]))
+        options = _truncate(options, reqs, idx, self.inp.options.max_instance_types)
+        _, _, best_i, best = options[0]
+        best_type = idx.types[best_i]
+        reqs = reqs.with_req(Req.in_(LABEL_INSTANCE_TYPE, (o[1] for o in options)))
+        labels = dict(idx.pool.labels)
+        labels.update(reqs.single_values())
+        for key, values in best_type.requirements.items():
+            if len(values) == 1:
+                labels[key] = next(iter(values))
+        labels.update(best.labels)
+        labels.update(
+            {
+                LABEL_NODEPOOL: idx.pool.name,
+                LABEL_TOPOLOGY_ZONE: best.zone,
+                LABEL_CAPACITY_TYPE: best.capacity_type,
+            }
+        )
+        labels[LABEL_INSTANCE_TYPE] = best_type.name
+        overhead = _min_overhead(idx, [o[2] for o in options])
+        requests = dict(claim.requests)
+        for name, amount in overhead.items():
+            requests[name] = requests.get(name, 0) + amount
+        return NewNodeClaim(
+            node_pool=idx.pool.name,
+            hostname=claim.hostname,
+            instance_types=tuple(idx.types[o[2]] for o in options),
+            requirements=reqs.to_selectors(),
+            labels=labels,
+            taints=idx.pool.taints,
+            startup_taints=idx.pool.startup_taints,
+            pods=tuple(p.pod for p in claim.pods),
+            requests=requests,
+            instance_type=best_type,
+            offering=best,
+            annotations=dict(idx.pool.annotations),
+        )
+
+
+_Option = tuple[float, str, int, Offering]
+
+
+def _truncate(
+    options: list[_Option], reqs: Requirements, idx: PoolIndex, limit: int
+) -> list[_Option]:
+    """Keep the cheapest ``limit`` options, more if minValues needs more distinct values."""
+    if len(options) <= limit:
+        return options
+    kept = options[:limit]
+    for key, req in reqs.items():
+        if req.min_values is None:
+            continue
+        mask = 0
+        for o in kept:
+            mask |= 1 << o[2]
+        extra = iter(options[limit:])
+        while idx.distinct_values(key, req, mask) < req.min_values:
+            nxt = next(extra, None)
+            if nxt is None:
+                break
+            kept.append(nxt)
+            mask |= 1 << nxt[2]
+    return kept
+
+
+def _min_overhead(idx: PoolIndex, chosen: Sequence[int]) -> Resources:
+    """Daemonset overhead reserved on the NodeClaim: the smallest across its options."""
+    out: Resources | None = None
+    for i in chosen:
+        ds = idx.daemon_requests[i]
+        out = dict(ds) if out is None else {k: min(v, ds.get(k, 0)) for k, v in out.items()}
+    return {k: v for k, v in (out or {}).items() if v}
+
+
+def _unsupported(pod: Pod) -> str | None:
+    """Pods Karpenter will not simulate, with the reason upstream gives."""
+    for term in pod.required_node_terms:
+        if term.has_match_fields:
+            return "node affinity uses matchFields, which Karpenter does not support"
+        for r in term.match_expressions:
+            if r.key == LABEL_NODEPOOL and r.operator == "DoesNotExist":
+                return "requires karpenter.sh/nodepool DoesNotExist: not for Karpenter to provision"
+    if pod.resource_claims:
+        return "pod has DRA resource claims, which are ignored (IGNORE_DRA_REQUESTS=true)"
+    return None

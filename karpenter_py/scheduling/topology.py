@@ -1,0 +1,485 @@
+"""Topology spread and pod (anti-)affinity as counts of matching pods per domain.
+
+Each distinct constraint becomes a ``TopologyGroup`` that counts, per domain (zone, hostname, any
+label value), the pods its selector matches. A pod *owns* the groups built from its own
+constraints; when it is placed, it is *recorded* in every group that selects it. Before a
+placement, each owned group (and each inverse anti-affinity group that selects the pod) narrows
+the node's requirement on its key to the domains it allows. Semantics follow upstream's
+topology.go / topologygroup.go, with one change in how domains are scanned: when the node's
+domains are a finite set (always, for hostnames) only those are inspected, so self
+anti-affinity over thousands of new nodes stays linear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from karpenter_py.model.core import (
+    DO_NOT_SCHEDULE,
+    LabelSelector,
+    Pod,
+    PodAffinityTerm,
+    Taint,
+    Toleration,
+    TopologySpreadConstraint,
+)
+from karpenter_py.model.labels import LABEL_HOSTNAME
+from karpenter_py.scheduling.requirements import Req, Requirements, intersects
+from karpenter_py.scheduling.taints import untolerated
+
+_MAX: Final = 1 << 31
+
+
+class Kind(Enum):
+    SPREAD = "topology spread"
+    AFFINITY = "pod affinity"
+    ANTI_AFFINITY = "pod anti-affinity"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFilter:
+    """Which nodes a spread constraint counts (nodeAffinityPolicy / nodeTaintsPolicy: Honor)."""
+
+    terms: tuple[Requirements, ...] | None  # None: every node (policy Ignore)
+    tolerations: tuple[Toleration, ...] | None  # None: taints ignored
+
+    def matches(self, reqs: Mapping[str, Req], taints: Sequence[Taint]) -> bool:
+        if self.terms is not None and not any(intersects(reqs, t) is None for t in self.terms):
+            return False
+        return self.tolerations is None or untolerated(taints, self.tolerations) is None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    kind: Kind
+    key: str
+    namespaces: frozenset[str] | None  # None: all namespaces
+    namespace_selector: LabelSelector | None
+    selector: LabelSelector | None
+    max_skew: int
+    min_domains: int | None
+    node_filter: NodeFilter | None
+
+
+class TopologyGroup:
+    __slots__ = ("domains", "empty", "gkey", "key", "kind", "owners")
+
+    def __init__(self, gkey: GroupKey, domains: Mapping[str, int]) -> None:
+        self.gkey = gkey
+        self.kind = gkey.kind
+        self.key = gkey.key
+        self.domains: dict[str, int] = dict(domains)
+        self.empty: set[str] = {d for d, c in self.domains.items() if c == 0}
+        self.owners: set[int] = set()
+
+    def selects(self, pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
+        g = self.gkey
+        if g.selector is None:
+            return False
+        if (
+            g.namespaces is not None
+            and pod.namespace not in g.namespaces
+            and (
+                g.namespace_selector is None
+                or not g.namespace_selector.matches(namespace_labels.get(pod.namespace, {}))
+            )
+        ):
+            return False
+        return g.selector.matches(pod.labels)
+
+    def counts(
+        self,
+        pod: Pod,
+        reqs: Mapping[str, Req],
+        taints: Sequence[Taint],
+        ns: Mapping[str, Mapping[str, str]],
+    ) -> bool:
+        if not self.selects(pod, ns):
+            return False
+        nf = self.gkey.node_filter
+        return nf is None or nf.matches(reqs, taints)
+
+    def record(self, domain: str) -> None:
+        self.domains[domain] = self.domains.get(domain, 0) + 1
+        self.empty.discard(domain)
+
+    # --------------------------------------------------------------- allowed domains
+    def allowed(self, pod_domains: Req, node_domains: Req, self_selecting: bool) -> Req:
+        if self.kind is Kind.SPREAD:
+            return self._spread(pod_domains, node_domains, self_selecting)
+        if self.kind is Kind.AFFINITY:
+            return self._affinity(pod_domains, node_domains, self_selecting)
+        return self._anti_affinity(pod_domains, node_domains)
+
+    def _candidates(self, node_domains: Req) -> list[tuple[str, int]]:
+        """(domain, count) pairs the node could be in, scanning the smaller side."""
+        if not node_domains.complement:
+            out = []
+            for d in node_domains.values:
+                count = self.domains.get(d)
+                if count is None:
+                    if self.key != LABEL_HOSTNAME:
+                        continue  # a domain no NodePool or node offers
+                    count = 0  # a new node's placeholder hostname: nothing there yet
+                out.append((d, count))
+            return out
+        return [(d, c) for d, c in self.domains.items() if node_domains.has(d)]
+
+    def _min_count(self, pod_domains: Req) -> int:
+        if self.key == LABEL_HOSTNAME:
+            return 0  # a new node is always an empty hostname domain
+        lowest, eligible = _MAX, 0
+        for d, c in self.domains.items():
+            if pod_domains.has(d):
+                eligible += 1
+                lowest = min(lowest, c)
+        md = self.gkey.min_domains
+        if md is not None and eligible < md:
+            return 0
+        return 0 if lowest == _MAX else lowest
+
+    def _spread(self, pod_domains: Req, node_domains: Req, self_selecting: bool) -> Req:
+        lowest = self._min_count(pod_domains)
+        best, best_count = "", _MAX
+        skew = self.gkey.max_skew
+        for d, c in self._candidates(node_domains):
+            if not pod_domains.has(d):
+                continue
+            count = c + 1 if self_selecting else c
+            if count - lowest <= skew and (
+                count < best_count or (count == best_count and d < best)
+            ):
+                best, best_count = d, count
+        return Req.in_(self.key, (best,)) if best else Req.does_not_exist(self.key)
+
+    def _affinity(self, pod_domains: Req, node_domains: Req, self_selecting: bool) -> Req:
+        options = {d for d, c in self.domains.items() if c > 0 and pod_domains.has(d)}
+        if not options and self_selecting:
+            # Nothing to be near yet and the pod matches itself: it may start a domain. Prefer one the
+            # node is already in (the node's own hostname, or its zone).
+            for d, _ in sorted(self._candidates(node_domains)):
+                if pod_domains.has(d):
+                    options.add(d)
+                    break
+            if not options:
+                options = {d for d in sorted(self.domains) if pod_domains.has(d)}
+                options = set(sorted(options)[:1])
+        return Req.in_(self.key, options)
+
+    def possible(self, pod_domains: Req, self_selecting: bool) -> frozenset[str] | None:
+        """Every domain this group could allow for some node, or None when that is open-ended."""
+        if self.kind is Kind.SPREAD:
+            lowest = self._min_count(pod_domains)
+            bump = 1 if self_selecting else 0
+            skew = self.gkey.max_skew
+            return frozenset(
+                d
+                for d, c in self.domains.items()
+                if pod_domains.has(d) and c + bump - lowest <= skew
+            )
+        if self.kind is Kind.AFFINITY:
+            found = frozenset(d for d, c in self.domains.items() if c > 0 and pod_domains.has(d))
+            return found if found or not self_selecting else None
+        return frozenset(d for d in self.empty if pod_domains.has(d))
+
+    def _anti_affinity(self, pod_domains: Req, node_domains: Req) -> Req:
+        if not node_domains.complement:
+            ok = {
+                d for d in node_domains.values if pod_domains.has(d) and self.domains.get(d, 0) == 0
+            }
+        else:
+            ok = {d for d in self.empty if pod_domains.has(d) and node_domains.has(d)}
+        return Req.in_(self.key, ok)
+
+
+def pod_namespaces(
+    pod: Pod, term: PodAffinityTerm
+) -> tuple[frozenset[str] | None, LabelSelector | None]:
+    """The namespaces an affinity term looks in: listed ones, a selector, or the pod's own."""
+    if (
+        term.namespace_selector is not None
+        and not term.namespace_selector.match_labels
+        and not term.namespace_selector.match_expressions
+    ):
+        return None, None  # an empty namespaceSelector means every namespace
+    if term.namespaces or term.namespace_selector is not None:
+        return frozenset(term.namespaces), term.namespace_selector
+    return frozenset((pod.namespace,)), None
+
+
+def spread_selector(pod: Pod, tsc: TopologySpreadConstraint) -> LabelSelector | None:
+    """The constraint's selector with matchLabelKeys merged in from the pod's own labels."""
+    if tsc.label_selector is None:
+        return None
+    if not tsc.match_label_keys:
+        return tsc.label_selector
+    extra = {k: pod.labels[k] for k in tsc.match_label_keys if k in pod.labels}
+    return tsc.label_selector.with_labels(extra)
+
+
+def is_hard(tsc: TopologySpreadConstraint) -> bool:
+    return tsc.when_unsatisfiable == DO_NOT_SCHEDULE
+
+
+@dataclass(frozen=True, slots=True)
+class Prefilter:
+    hostnames: tuple[tuple[dict[str, int], int], ...]
+    domains: tuple[tuple[str, frozenset[str]], ...]
+
+    def rules_out(self, hostname: str, reqs: Mapping[str, Req]) -> bool:
+        for counts, threshold in self.hostnames:
+            if counts.get(hostname, 0) >= threshold:
+                return True
+        for key, allowed in self.domains:
+            req = reqs.get(key)
+            if req is not None and not req.complement and req.values.isdisjoint(allowed):
+                return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class DomainSource:
+    """Something that can provide a domain: a NodePool (its requirements, taints) or a node."""
+
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    pod: Pod
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+
+
+class Topology:
+    """All topology groups of one solve, and the pods already placed that they count."""
+
+    def __init__(
+        self,
+        *,
+        universe: Mapping[str, Mapping[str, Sequence[DomainSource]]],
+        placed: Sequence[Placed],
+        namespace_labels: Mapping[str, Mapping[str, str]],
+    ) -> None:
+        self.universe = universe
+        self.namespace_labels = namespace_labels
+        self.placed: list[Placed] = list(placed)
+        self.groups: dict[GroupKey, TopologyGroup] = {}
+        self.inverse: dict[GroupKey, TopologyGroup] = {}
+        self.owned: dict[int, list[TopologyGroup]] = {}
+        self.inverse_owned: dict[int, list[TopologyGroup]] = {}
+        # Which groups select a (namespace, labels) pair; rebuilt when a group is added.
+        self._version = 0
+        self._selecting: dict[
+            tuple[object, ...], tuple[int, list[TopologyGroup], list[TopologyGroup]]
+        ] = {}
+        self._seed_inverse_from_placed()
+
+    # ------------------------------------------------------------------ group registry
+    def _domains_for(self, key: str, node_filter: NodeFilter | None) -> dict[str, int]:
+        out = {}
+        for domain, sources in self.universe.get(key, {}).items():
+            if node_filter is None or any(
+                node_filter.matches(s.requirements.with_req(Req.in_(key, (domain,))), s.taints)
+                for s in sources
+            ):
+                out[domain] = 0
+        return out
+
+    def _group(
+        self, gkey: GroupKey, registry: dict[GroupKey, TopologyGroup], *, count: bool
+    ) -> TopologyGroup:
+        group = registry.get(gkey)
+        if group is None:
+            group = TopologyGroup(gkey, self._domains_for(gkey.key, gkey.node_filter))
+            registry[gkey] = group
+            self._version += 1
+            if count:
+                for p in self.placed:
+                    self._record_one(group, p)
+        return group
+
+    def _record_one(self, group: TopologyGroup, p: Placed) -> None:
+        if not group.counts(p.pod, p.requirements, p.taints, self.namespace_labels):
+            return
+        req = p.requirements.get(group.key)
+        if req is None or req.complement:
+            return
+        if group.kind is Kind.ANTI_AFFINITY:
+            for d in req.values:
+                group.record(d)
+        elif len(req.values) == 1:
+            group.record(next(iter(req.values)))
+
+    def _seed_inverse_from_placed(self) -> None:
+        """Pods already running with required anti-affinity keep matching pods out of their domains."""
+        for p in self.placed:
+            for term in p.pod.pod_anti_affinity:
+                group = self._group(
+                    self._affinity_key(Kind.ANTI_AFFINITY, p.pod, term), self.inverse, count=False
+                )
+                req = p.requirements.get(group.key)
+                if req is not None and not req.complement:
+                    for d in req.values:
+                        group.record(d)
+
+    @staticmethod
+    def _affinity_key(kind: Kind, pod: Pod, term: PodAffinityTerm) -> GroupKey:
+        namespaces, ns_selector = pod_namespaces(pod, term)
+        return GroupKey(
+            kind, term.topology_key, namespaces, ns_selector, term.label_selector, 1, None, None
+        )
+
+    @staticmethod
+    def _spread_key(
+        state_pod: Pod,
+        tsc: TopologySpreadConstraint,
+        node_terms: tuple[Requirements, ...],
+        tolerations: tuple[Toleration, ...],
+    ) -> GroupKey:
+        nf = NodeFilter(
+            terms=node_terms if tsc.node_affinity_policy == "Honor" else None,
+            tolerations=tolerations if tsc.node_taints_policy == "Honor" else None,
+        )
+        return GroupKey(
+            Kind.SPREAD,
+            tsc.topology_key,
+            frozenset((state_pod.namespace,)),
+            None,
+            spread_selector(state_pod, tsc),
+            tsc.max_skew,
+            tsc.min_domains,
+            None if nf.terms is None and nf.tolerations is None else nf,
+        )
+
+    def register(
+        self,
+        index: int,
+        pod: Pod,
+        *,
+        spread: Sequence[TopologySpreadConstraint],
+        affinity: Sequence[PodAffinityTerm],
+        anti_affinity: Sequence[PodAffinityTerm],
+        node_terms: tuple[Requirements, ...],
+        tolerations: tuple[Toleration, ...],
+    ) -> None:
+        """(Re)build the groups a pod owns from its current (possibly relaxed) constraints."""
+        for group in self.owned.pop(index, []):
+            group.owners.discard(index)
+        for group in self.inverse_owned.pop(index, []):
+            group.owners.discard(index)
+        owned = [
+            self._group(self._spread_key(pod, t, node_terms, tolerations), self.groups, count=True)
+            for t in spread
+        ]
+        owned += [
+            self._group(self._affinity_key(Kind.AFFINITY, pod, t), self.groups, count=True)
+            for t in affinity
+        ]
+        owned += [
+            self._group(self._affinity_key(Kind.ANTI_AFFINITY, pod, t), self.groups, count=True)
+            for t in anti_affinity
+        ]
+        # Only required anti-affinity keeps other pods away: a preference belongs to this pod and
+        # is relaxed on this pod, so it must not block others (upstream does the same).
+        inverse = [
+            self._group(self._affinity_key(Kind.ANTI_AFFINITY, pod, t), self.inverse, count=False)
+            for t in pod.pod_anti_affinity
+        ]
+        for group in owned + inverse:
+            group.owners.add(index)
+        if owned:
+            self.owned[index] = owned
+        if inverse:
+            self.inverse_owned[index] = inverse
+
+    # ------------------------------------------------------------------ scheduling
+    def _selecting_groups(self, pod: Pod) -> tuple[list[TopologyGroup], list[TopologyGroup]]:
+        """(groups, inverse groups) whose selectors match the pod; memoised by namespace+labels."""
+        key = (pod.namespace, tuple(sorted(pod.labels.items())))
+        hit = self._selecting.get(key)
+        if hit is not None and hit[0] == self._version:
+            return hit[1], hit[2]
+        groups = [g for g in self.groups.values() if g.selects(pod, self.namespace_labels)]
+        inverse = [g for g in self.inverse.values() if g.selects(pod, self.namespace_labels)]
+        self._selecting[key] = (self._version, groups, inverse)
+        return groups, inverse
+
+    def prefilter(self, index: int, pod: Pod, pod_reqs: Mapping[str, Req]) -> Prefilter:
+        """Cheap necessary conditions for this pod, valid until the next placement.
+
+        Hostname groups become (counts, threshold) pairs: a node whose own hostname count reaches the
+        threshold is out. Other groups become the set of domains they could allow at all: a node
+        already pinned to domains outside that set is out. ``narrow`` still decides for real.
+        """
+        hostnames: list[tuple[dict[str, int], int]] = []
+        domains: list[tuple[str, frozenset[str]]] = []
+        for group, owned in self._groups_for(index, pod):
+            self_selecting = group.selects(pod, self.namespace_labels)
+            if group.key == LABEL_HOSTNAME:
+                if group.kind is Kind.ANTI_AFFINITY:
+                    hostnames.append((group.domains, 1))
+                elif group.kind is Kind.SPREAD:
+                    hostnames.append(
+                        (group.domains, group.gkey.max_skew + (0 if self_selecting else 1))
+                    )
+                continue
+            pod_domains = pod_reqs.get(group.key) or Req.exists(group.key)
+            allowed = (
+                group.possible(pod_domains, self_selecting)
+                if owned or group.kind is Kind.ANTI_AFFINITY
+                else None
+            )
+            if allowed is not None:
+                domains.append((group.key, allowed))
+        return Prefilter(tuple(hostnames), tuple(domains))
+
+    def _groups_for(self, index: int, pod: Pod) -> list[tuple[TopologyGroup, bool]]:
+        out = [(g, True) for g in self.owned.get(index, ())]
+        out.extend((g, False) for g in self._selecting_groups(pod)[1])
+        return out
+
+    def narrow(
+        self, index: int, pod: Pod, pod_reqs: Mapping[str, Req], node_reqs: Requirements
+    ) -> Requirements | str:
+        """Node requirements narrowed to the domains every relevant group allows, or why none do."""
+        reqs = node_reqs
+        owned = self.owned.get(index, ())
+        inverse = self._selecting_groups(pod)[1]
+        if not owned and not inverse:
+            return reqs
+        for group in (*owned, *inverse):
+            pod_domains = pod_reqs.get(group.key) or Req.exists(group.key)
+            node_domains = reqs.get(group.key) or Req.exists(group.key)
+            self_selecting = group.selects(pod, self.namespace_labels)
+            allowed = group.allowed(pod_domains, node_domains, self_selecting)
+            narrowed = reqs.with_req(allowed)
+            if narrowed[group.key].is_empty():
+                return _explain(group, index)
+            reqs = narrowed
+        return reqs
+
+    def record(self, index: int, placed: Placed) -> None:
+        self.placed.append(placed)
+        for group in self._selecting_groups(placed.pod)[0]:
+            self._record_one(group, placed)
+        for group in self.inverse_owned.get(index, ()):
+            req = placed.requirements.get(group.key)
+            if req is not None and not req.complement:
+                for d in req.values:
+                    group.record(d)
+
+
+def _explain(group: TopologyGroup, index: int) -> str:
+    g = group.gkey
+    if group.kind is Kind.SPREAD:
+        return f"topology spread constraint on {g.key} (maxSkew {g.max_skew}) cannot be satisfied"
+    if group.kind is Kind.AFFINITY:
+        return f"pod affinity on {g.key} has no domain with a matching pod"
+    if index in group.owners:
+        return f"pod anti-affinity on {g.key}: every allowed domain already has a matching pod"
+    return f"an existing pod's anti-affinity on {g.key} excludes this pod from the allowed domains"
