@@ -25,7 +25,7 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from karpenter_py.model.core import Pod, pod_from_dict
 from karpenter_py.model.fakecatalog import fake_instance_types
@@ -165,7 +165,11 @@ def preference_pods(count: int) -> list[Pod]:
 
 
 def run_case(
-    name: str, pods: list[Pod], *, policy: str = "Respect", diverse: bool = True
+    name: str,
+    pods: list[Pod],
+    *,
+    policy: Literal["Respect", "Ignore"] = "Respect",
+    diverse: bool = True,
 ) -> dict[str, Any]:
     pool = pool_template(name="default", limits={"cpu": "10000000", "memory": "10000000Gi"})
     types = fake_instance_types(400)
@@ -174,7 +178,7 @@ def run_case(
         pools=[pool],
         instance_types={"default": types},
         options=SolveOptions(preference_policy=policy),
-    )  # type: ignore[arg-type]
+    )
     gc.collect()
     start = time.perf_counter()
     plan = solve(inp)
@@ -222,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = list(SIZES) if args.all else (args.pods or [5000])
     results = [run_case(f"diverse-{n}", diverse_pods(n)) for n in sizes]
     if args.all or args.preferences:
-        for policy in ("Respect", "Ignore"):
+        policies: tuple[Literal["Respect", "Ignore"], ...] = ("Respect", "Ignore")
+        for policy in policies:
             results.append(
                 run_case(
                     f"preferences-{policy.lower()}-4000",
