@@ -1,1 +1,20 @@
+"""Domain-free asyncio kit: clock, batcher, backoff, token bucket and task helpers."""
 
+from karpenter_py.aio.backoff import Backoff
+from karpenter_py.aio.batcher import Batcher, BatcherStatistics
+from karpenter_py.aio.clock import Clock, FakeClock, RealClock
+from karpenter_py.aio.tasks import bounded, cancel_and_wait, checkpoint
+from karpenter_py.aio.tokenbucket import TokenBucket
+
+__all__ = [
+    "Backoff",
+    "Batcher",
+    "BatcherStatistics",
+    "Clock",
+    "FakeClock",
+    "RealClock",
+    "TokenBucket",
+    "bounded",
+    "cancel_and_wait",
+    "checkpoint",
+]
