@@ -1,0 +1,157 @@
+"""The ``karpenter-py`` command line: ``plan``, ``crds`` and ``controller``.
+
+Subcommand implementations are imported only when chosen, so ``karpenter-py plan`` never loads the
+controller's asyncio/Kubernetes stack and ``karpenter-py --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import cast
+
+EXIT_USAGE = 2
+
+
+def _version() -> str:
+    try:
+        return metadata.version("karpenter-py")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="karpenter-py",
+        description="Karpenter, the Kubernetes node autoscaler, in Python.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    plan = sub.add_parser(
+        "plan",
+        help="print the nodes Karpenter would launch for the pods in some manifests",
+        description=(
+            "Read Kubernetes YAML (NodePools, Pods, Deployments, StatefulSets, ReplicaSets, Jobs, "
+            "DaemonSets, Nodes with their bound pods) and print what Karpenter would launch. "
+            "No cluster and no cloud account are needed."
+        ),
+        epilog=(
+            "Workloads expand to pods named <name>-<index> (a StatefulSet's <name>-<ordinal>). "
+            "Kinds that do not affect placement (Service, ConfigMap, Secret, RBAC, "
+            "PodDisruptionBudget, ...) are skipped; an unknown kind is an error. Exit status: "
+            "0 when a plan was printed (unschedulable pods are listed in it), 2 on bad input."
+        ),
+    )
+    plan.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="YAML file with one or more documents; a directory; '-' for stdin (repeatable)",
+    )
+    plan.add_argument(
+        "--instance-types",
+        metavar="CATALOG.json",
+        help="instance types in the KWOK provider's JSON format (default: built-in AWS catalog)",
+    )
+    plan.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default) or json, a stable contract for scripts",
+    )
+    plan.add_argument(
+        "--preference-policy",
+        choices=("Respect", "Ignore"),
+        default="Respect",
+        help="as Karpenter's PREFERENCE_POLICY: honour or ignore preferred affinities (default Respect)",
+    )
+    plan.add_argument(
+        "--min-values-policy",
+        choices=("Strict", "BestEffort"),
+        default="Strict",
+        help="as Karpenter's MIN_VALUES_POLICY (default Strict)",
+    )
+
+    crds = sub.add_parser(
+        "crds", help="write the CustomResourceDefinitions generated from the models"
+    )
+    crds.add_argument(
+        "--out",
+        default="manifests/crds",
+        type=Path,
+        help="output directory (default manifests/crds)",
+    )
+
+    sub.add_parser("controller", help="run the Karpenter controller against a cluster")
+    return parser
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from karpenter_py.cli.plan import run_plan
+    from karpenter_py.scheduling.inputs import SolveOptions
+
+    options = SolveOptions(
+        preference_policy=args.preference_policy, min_values_policy=args.min_values_policy
+    )
+    return run_plan(
+        cast("list[str]", args.files),
+        instance_types=cast("str | None", args.instance_types),
+        output=args.output,
+        options=options,
+        stdout=sys.stdout,
+        stderr=sys.stderr,
+    )
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from karpenter_py.cli.crds import run_crds
+
+    return run_crds(cast(Path, args.out))
+
+
+def _controller(args: argparse.Namespace) -> int:
+    del args
+    try:
+        manager = importlib.import_module("karpenter_py.manager")
+    except ImportError as err:  # pragma: no cover - the package always exists
+        print(f"error: the controller cannot be loaded ({err})", file=sys.stderr)
+        return EXIT_USAGE
+    run = getattr(manager, "run", None)
+    if not callable(run):
+        print(
+            "error: the controller is not available in this build yet "
+            "(karpenter_py.manager has no run())",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    result = run()
+    return result if isinstance(result, int) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handlers = {"plan": _plan, "crds": _crds, "controller": _controller}
+    try:
+        return handlers[args.command](args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`karpenter-py plan ... | head`): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,753 @@
+"""Read ordinary Kubernetes YAML into what the solver needs.
+
+``load_manifests`` turns the files given to ``karpenter-py plan -f`` into a :class:`Manifests`:
+NodePools as :class:`PoolTemplate`, the pending pods to plan, DaemonSet template pods (overhead on
+every new node) and Nodes with the pods bound to them (existing capacity).
+
+Kinds and what happens to them:
+
+* ``NodePool`` (karpenter.sh/v1): validated by the pydantic API model, becomes a pool template.
+* ``Pod`` (v1): pending (no ``spec.nodeName``) pods are planned; bound pods use their Node's
+  capacity. Finished pods (Succeeded/Failed) are skipped, as are unbound pods that are being
+  deleted or that others place (DaemonSet-owned, mirror pods).
+* ``Deployment``/``ReplicaSet``/``StatefulSet`` (apps/v1), ``ReplicationController`` (v1) and
+  ``Job`` (batch/v1) are expanded to ``spec.replicas`` pods (default 1; a Job runs
+  ``min(parallelism, completions)`` pods, none when suspended). Names are deterministic:
+  ``<name>-<index>`` for every kind (index from 0), which for a StatefulSet is exactly the
+  controller's ``<name>-<ordinal>``. Pods carry the template's labels plus the labels the
+  controllers add (``pod-template-hash``, ``statefulset.kubernetes.io/pod-name``,
+  ``apps.kubernetes.io/pod-index``, ``batch.kubernetes.io/job-name``, ``job-name``), so selectors
+  and ``matchLabelKeys`` behave as in a cluster.
+* ``DaemonSet`` (apps/v1): its pod template is daemonset overhead for new nodes.
+* ``Node`` (v1): existing capacity; its NodePool is its ``karpenter.sh/nodepool`` label.
+* ``NodeClaim`` (karpenter.sh/v1): one whose Node is in the input is skipped (the Node stands for
+  it); a launched one (``status.capacity``) without its Node is in-flight capacity; one not yet
+  launched is skipped with a warning.
+* ``EC2NodeClass``/``KWOKNodeClass``: validated by their API models and otherwise unused: the
+  plan does not resolve AMIs, subnets or security groups.
+* ``List`` (what ``kubectl get -o yaml`` prints) and API list responses (``PodList``, ...): their
+  items are read as documents.
+* ``Namespace`` (v1): its labels feed pod-affinity ``namespaceSelector``s.
+* Well-known kinds that do not change where pods go (Service, ConfigMap, Secret, RBAC,
+  PodDisruptionBudget, PriorityClass, ...; see ``IGNORED_KINDS``) are skipped silently.
+
+Anything else is an error: an unknown kind, a wrong apiVersion for a known kind, a document that is
+not an object, YAML that does not parse or a field that does not validate. Every error is a
+:class:`ManifestError` naming the file, the 1-based document number, the object and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, cast
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from karpenter_py.model.api.common import Taint as ApiTaint
+from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
+from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.core import (
+    Node,
+    OwnerRef,
+    ParseError,
+    Pod,
+    Taint,
+    label_selector_from_dict,
+    node_from_dict,
+    normalize_label,
+    pod_from_dict,
+    pod_from_parts,
+)
+from karpenter_py.model.labels import LABEL_NODEPOOL
+from karpenter_py.model.quantity import parse_resources
+from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate, pool_template
+
+JSON = dict[str, object]
+
+# Kinds that never change where pods go; skipped without a word, whatever their apiVersion.
+IGNORED_KINDS: Final = frozenset(
+    {
+        "APIService",
+        "CSIDriver",
+        "CSINode",
+        "CertificateSigningRequest",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "ControllerRevision",
+        "CronJob",
+        "CustomResourceDefinition",
+        "EndpointSlice",
+        "Endpoints",
+        "Event",
+        "HorizontalPodAutoscaler",
+        "Ingress",
+        "IngressClass",
+        "Lease",
+        "LimitRange",
+        "MutatingWebhookConfiguration",
+        "NetworkPolicy",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "PodDisruptionBudget",
+        "PodTemplate",
+        "PriorityClass",
+        "ResourceQuota",
+        "Role",
+        "RoleBinding",
+        "RuntimeClass",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+        "StorageClass",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+        "VolumeAttachment",
+    }
+)
+
+# Kinds plan reads, with the apiVersions it accepts for them.
+API_VERSIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "Pod": ("v1",),
+    "Node": ("v1",),
+    "Namespace": ("v1",),
+    "ReplicationController": ("v1",),
+    "Deployment": ("apps/v1",),
+    "ReplicaSet": ("apps/v1",),
+    "StatefulSet": ("apps/v1",),
+    "DaemonSet": ("apps/v1",),
+    "Job": ("batch/v1",),
+    "NodePool": ("karpenter.sh/v1",),
+    "NodeClaim": ("karpenter.sh/v1",),
+    "EC2NodeClass": ("karpenter.k8s.aws/v1",),
+    "KWOKNodeClass": ("karpenter.kwok.sh/v1alpha1",),
+}
+WORKLOAD_KINDS: Final = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController", "Job")
+
+# Set by the API server on every Namespace (NamespaceDefaultLabelName).
+LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
+
+# Alphabet of k8s.io/apimachinery rand.SafeEncodeString (no vowels, no confusable characters).
+_SAFE_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+class ManifestError(Exception):
+    """One problem in the input, located by file, document (1-based), object and field path."""
+
+    def __init__(
+        self,
+        file: str,
+        message: str,
+        *,
+        document: int | None = None,
+        kind: str = "",
+        name: str = "",
+        path: str = "",
+    ) -> None:
+        self.file = file
+        self.document = document
+        self.kind = kind
+        self.name = name
+        self.path = path.lstrip(".")
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.document is not None:
+            where += f": document {self.document}"
+            what = " ".join(part for part in (self.kind, self.name) if part)
+            if what:
+                where += f" ({what})"
+        field_part = f"{self.path}: " if self.path else ""
+        return f"{where}: {field_part}{self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where an object came from, for error messages."""
+
+    file: str
+    document: int
+    kind: str = ""
+    name: str = ""
+    prefix: str = ""  # "items[3]." inside a List
+
+    def error(self, message: str, path: str = "") -> ManifestError:
+        full = f"{self.prefix}{path.lstrip('.')}" if path else self.prefix.rstrip(".")
+        return ManifestError(
+            self.file, message, document=self.document, kind=self.kind, name=self.name, path=full
+        )
+
+    def describe(self) -> str:
+        return f"{self.file}: document {self.document} ({self.kind} {self.name})"
+
+
+def pydantic_path(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as a field path: ("spec", "requirements", 0, "key") -> spec.requirements[0].key."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def validation_error(source: Source, err: ValidationError) -> ManifestError:
+    errors = err.errors(include_url=False)
+    if not errors:  # pragma: no cover - pydantic always reports at least one
+        return source.error(str(err))
+    first = errors[0]
+    message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    given = first.get("input")
+    if isinstance(given, bool | int | float | str) and len(repr(given)) <= 60:
+        message += f" (got {given!r})"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+    return source.error(message, pydantic_path(tuple(first.get("loc", ()))))
+
+
+# ----------------------------------------------------------------------------- YAML
+
+
+class _KubeLoader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings, as Kubernetes' own YAML decoding does."""
+
+
+_KubeLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    if isinstance(err, yaml.MarkedYAMLError):
+        parts = [err.problem or "syntax error"]
+        if err.problem_mark is not None:
+            mark = err.problem_mark
+            parts.append(f"at line {mark.line + 1}, column {mark.column + 1}")
+        if err.context:
+            ctx = err.context
+            if err.context_mark is not None:
+                ctx += f" started at line {err.context_mark.line + 1}"
+            parts.append(f"({ctx})")
+        return " ".join(parts)
+    return str(err)
+
+
+def read_text(file: str) -> str:
+    """The text of ``file`` ("-" is stdin). Raises ManifestError when it cannot be read."""
+    if file == "-":
+        return sys.stdin.read()
+    path = Path(file)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(file, "no such file") from None
+    except IsADirectoryError:
+        raise ManifestError(file, "is a directory") from None
+    except UnicodeDecodeError as err:
+        raise ManifestError(file, f"not UTF-8 text ({err.reason})") from None
+    except OSError as err:
+        raise ManifestError(file, err.strerror or str(err)) from None
+
+
+def expand_paths(files: Sequence[str]) -> list[str]:
+    """Directories stand for their *.yaml, *.yml and *.json files (sorted), as with kubectl -f."""
+    out: list[str] = []
+    for file in files:
+        path = Path(file)
+        if file != "-" and path.is_dir():
+            found = sorted(
+                str(p)
+                for p in path.iterdir()
+                if p.is_file() and p.suffix in (".yaml", ".yml", ".json")
+            )
+            if not found:
+                raise ManifestError(file, "directory holds no .yaml, .yml or .json files")
+            out.extend(found)
+        else:
+            out.append(file)
+    return out
+
+
+def documents(file: str, text: str) -> Iterator[tuple[int, object]]:
+    """(1-based index, parsed document) for every document in ``text``, empty ones included."""
+    stream = yaml.load_all(text, Loader=_KubeLoader)  # a SafeLoader subclass
+    index = 0
+    while True:
+        try:
+            doc = next(stream)
+        except StopIteration:
+            return
+        except yaml.YAMLError as err:
+            raise ManifestError(
+                file, f"invalid YAML: {_yaml_problem(err)}", document=index + 1
+            ) from None
+        index += 1
+        yield index, doc
+
+
+# ----------------------------------------------------------------------------- small JSON helpers
+
+
+def _obj(value: object, path: str) -> JSON:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ParseError(path, f"expected an object, got {type(value).__name__}")
+    return cast(JSON, value)
+
+
+def _str(value: object, path: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ParseError(path, f"expected a string, got {value!r}")
+    return value
+
+
+def label_map(value: object, path: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, val in _obj(value, path).items():
+        out[key] = _str(val, f"{path}.{key}")
+    return out
+
+
+def _count(value: object, path: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParseError(path, f"expected an integer, got {value!r}")
+    if value < 0:
+        raise ParseError(path, f"must be greater than or equal to 0, got {value}")
+    return value
+
+
+def _safe_hash(value: object) -> str:
+    """A short deterministic hash in the shape of the controllers' pod-template-hash."""
+    digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).digest()
+    number = str(int.from_bytes(digest[:4], "big"))
+    return "".join(_SAFE_ALPHABET[ord(ch) % len(_SAFE_ALPHABET)] for ch in number)
+
+
+# ----------------------------------------------------------------------------- result
+
+
+@dataclass(slots=True)
+class Manifests:
+    """Everything ``plan`` read, ready to become a SolveInput."""
+
+    pools: list[PoolTemplate] = field(default_factory=list)
+    pending: list[Pod] = field(default_factory=list)  # to plan, in input order
+    daemonsets: list[Pod] = field(default_factory=list)  # one template pod per DaemonSet
+    existing: list[ExistingNode] = field(default_factory=list)
+    # Namespace labels for namespaceSelectors: declared Namespaces plus every namespace a pod is
+    # in, each with the kubernetes.io/metadata.name label the API server sets.
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Collector:
+    pools: dict[str, tuple[PoolTemplate, Source]] = field(default_factory=dict)
+    pending: list[Pod] = field(default_factory=list)
+    bound: list[tuple[Pod, Source]] = field(default_factory=list)
+    daemonsets: list[Pod] = field(default_factory=list)
+    nodes: dict[str, tuple[ExistingNode, Source]] = field(default_factory=dict)
+    claims: list[tuple[NodeClaim, Source]] = field(default_factory=list)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    pod_sources: dict[str, Source] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def claim_pod_name(self, key: str, source: Source) -> None:
+        earlier = self.pod_sources.get(key)
+        if earlier is not None:
+            raise source.error(
+                f"pod {key} is also produced by {earlier.describe()}; pod names must be unique"
+            )
+        self.pod_sources[key] = source
+
+
+# ----------------------------------------------------------------------------- kinds
+
+
+def _pending(pod: Pod) -> Pod:
+    """A pod to plan: the kube-scheduler has found no node for it (PodScheduled=False Unschedulable)."""
+    return pod if pod.unschedulable else dataclasses.replace(pod, unschedulable=True)
+
+
+def _add_pod(col: _Collector, pod: Pod, source: Source) -> None:
+    """Bound pods use their node's capacity until they finish; unbound ones are planned unless
+    they finish, are going away, or are placed by someone else (DaemonSet controller, kubelet)."""
+    if not pod.name:
+        raise ParseError("metadata.name", "name is required")
+    col.claim_pod_name(pod.key, source)
+    if pod.is_terminal():
+        return
+    if pod.node_name:
+        col.bound.append((pod, source))
+    elif not (pod.is_terminating() or pod.is_daemonset_pod() or pod.is_mirror_pod()):
+        col.pending.append(_pending(pod))
+
+
+def _read_pod(col: _Collector, doc: JSON, source: Source) -> None:
+    _add_pod(col, pod_from_dict(doc, ""), source)
+
+
+def _template(doc: JSON) -> tuple[JSON, JSON]:
+    """(template metadata, template spec) of a workload, with the basic shape checked."""
+    spec = _obj(doc.get("spec"), "spec")
+    if "template" not in spec:
+        raise ParseError("spec.template", "a pod template is required")
+    template = _obj(spec.get("template"), "spec.template")
+    tmeta = _obj(template.get("metadata"), "spec.template.metadata")
+    tspec = _obj(template.get("spec"), "spec.template.spec")
+    containers = tspec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise ParseError("spec.template.spec.containers", "at least one container is required")
+    return tmeta, tspec
+
+
+def _check_selector(spec: JSON, labels: Mapping[str, str]) -> None:
+    if spec.get("selector") is None:
+        return
+    selector = label_selector_from_dict(spec.get("selector"), "spec.selector")
+    if not selector.matches(labels):
+        raise ParseError("spec.selector", "does not match the pod template's labels")
+
+
+def _replicas(kind: str, spec: JSON) -> int:
+    if kind != "Job":
+        return _count(spec.get("replicas"), "spec.replicas", 1)
+    if spec.get("suspend") is True:
+        return 0
+    parallelism = _count(spec.get("parallelism"), "spec.parallelism", 1)
+    completions = spec.get("completions")
+    if completions is None:
+        return parallelism
+    return min(parallelism, _count(completions, "spec.completions", 1))
+
+
+def _template_pod(doc: JSON, name: str, namespace: str) -> Pod:
+    """The workload's pod template parsed once; copies of it become the workload's pods."""
+    tmeta, tspec = _template(doc)
+    pmeta: JSON = {k: v for k, v in tmeta.items() if k not in ("name", "generateName", "namespace")}
+    pmeta["name"] = name
+    pmeta["namespace"] = namespace
+    return pod_from_parts(pmeta, tspec, {}, "spec.template", default_namespace=namespace)
+
+
+def _read_workload(col: _Collector, doc: JSON, source: Source) -> None:
+    kind = source.kind
+    meta = _obj(doc.get("metadata"), "metadata")
+    spec = _obj(doc.get("spec"), "spec")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ParseError("metadata.name", "name is required")
+    namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
+    base = _template_pod(doc, name, namespace)
+    _check_selector(spec, base.labels)
+    count = _replicas(kind, spec)
+    template_hash = _safe_hash(spec.get("template"))
+
+    extra: dict[str, str] = {}
+    owner = OwnerRef(kind=kind, name=name, controller=True)
+    if kind == "Deployment":
+        extra["pod-template-hash"] = template_hash
+        owner = OwnerRef(kind="ReplicaSet", name=f"{name}-{template_hash}", controller=True)
+    elif kind == "StatefulSet":
+        extra["controller-revision-hash"] = f"{name}-{template_hash}"
+    elif kind == "Job":
+        extra["batch.kubernetes.io/job-name"] = name
+        extra["job-name"] = name
+
+    for index in range(count):
+        pod_name = f"{name}-{index}"
+        labels = {**base.labels, **extra}
+        if kind == "StatefulSet":
+            labels["statefulset.kubernetes.io/pod-name"] = pod_name
+            labels["apps.kubernetes.io/pod-index"] = str(index)
+        pod = dataclasses.replace(base, name=pod_name, labels=labels, owners=(owner,))
+        _add_pod(col, pod, source)
+
+
+def _read_daemonset(col: _Collector, doc: JSON, source: Source) -> None:
+    meta = _obj(doc.get("metadata"), "metadata")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ParseError("metadata.name", "name is required")
+    namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
+    pod = _template_pod(doc, name, namespace)
+    _check_selector(_obj(doc.get("spec"), "spec"), pod.labels)
+    owner = OwnerRef(kind="DaemonSet", name=name, controller=True)
+    col.daemonsets.append(dataclasses.replace(pod, owners=(owner,)))
+
+
+def _read_namespace(col: _Collector, doc: JSON, source: Source) -> None:
+    del source
+    meta = _obj(doc.get("metadata"), "metadata")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise ParseError("metadata.name", "name is required")
+    labels = label_map(meta.get("labels"), "metadata.labels")
+    labels[LABEL_NAMESPACE_NAME] = name
+    col.namespaces[name] = labels
+
+
+def _read_node(col: _Collector, doc: JSON, source: Source) -> None:
+    node = node_from_dict(doc, "")
+    if not node.name:
+        raise ParseError("metadata.name", "name is required")
+    if node.name in col.nodes:
+        raise source.error(
+            f"node {node.name} is also defined by {col.nodes[node.name][1].describe()}"
+        )
+    existing = ExistingNode(
+        node=node,
+        node_pool=node.labels.get(LABEL_NODEPOOL, ""),
+        marked_for_deletion=bool(node.deletion_timestamp),
+    )
+    col.nodes[node.name] = (existing, source)
+
+
+def _read_nodepool(col: _Collector, doc: JSON, source: Source) -> None:
+    try:
+        model = NodePool.model_validate(doc)
+    except ValidationError as err:
+        raise validation_error(source, err) from None
+    if not model.metadata.name:
+        raise source.error("name is required", "metadata.name")
+    pool = _pool_template(model)
+    if pool.name in col.pools:
+        raise source.error(
+            f"NodePool {pool.name} is also defined by {col.pools[pool.name][1].describe()}"
+        )
+    col.pools[pool.name] = (pool, source)
+
+
+def _taints(taints: Sequence[ApiTaint]) -> tuple[Taint, ...]:
+    return tuple(Taint(key=t.key, effect=t.effect, value=t.value) for t in taints)
+
+
+def _pool_template(np: NodePool) -> PoolTemplate:
+    """The scheduler's view of a validated NodePool."""
+    spec = np.spec
+    tmeta = spec.template.metadata
+    tspec = spec.template.spec
+    ref = tspec.node_class_ref
+    return pool_template(
+        name=np.metadata.name,
+        weight=spec.weight,
+        labels=tmeta.labels,
+        annotations=tmeta.annotations,
+        requirements=tspec.requirements,
+        taints=_taints(tspec.taints),
+        startup_taints=_taints(tspec.startup_taints),
+        limits=spec.limits,
+        usage=np.status.resources,
+        node_class_ref=(ref.group, ref.kind, ref.name),
+        expire_after=tspec.expire_after,
+        termination_grace_period=tspec.termination_grace_period,
+    )
+
+
+# Provider NodeClasses are validated, then unused: plan resolves no AMIs, subnets or roles.
+_NODECLASS_MODELS: Final[Mapping[str, type[BaseModel]]] = {
+    "EC2NodeClass": EC2NodeClass,
+    "KWOKNodeClass": KWOKNodeClass,
+}
+
+
+def _read_nodeclass(col: _Collector, doc: JSON, source: Source) -> None:
+    del col
+    try:
+        _NODECLASS_MODELS[source.kind].model_validate(doc)
+    except ValidationError as err:
+        raise validation_error(source, err) from None
+
+
+def _read_nodeclaim(col: _Collector, doc: JSON, source: Source) -> None:
+    try:
+        claim = NodeClaim.model_validate(doc)
+    except ValidationError as err:
+        raise validation_error(source, err) from None
+    if not claim.metadata.name:
+        raise source.error("name is required", "metadata.name")
+    col.claims.append((claim, source))
+
+
+def _in_flight(claim: NodeClaim) -> ExistingNode:
+    """A launched NodeClaim whose Node is not in the input: capacity on its way.
+
+    Its labels are the claim's labels plus every single-valued ``In`` requirement (what the node
+    will carry); its taints are ``spec.taints`` (startup taints are expected to go away), as
+    upstream's state treats an uninitialized managed node.
+    """
+    labels = dict(claim.metadata.labels)
+    for req in claim.spec.requirements:
+        if req.operator == "In" and len(req.values) == 1:
+            labels.setdefault(normalize_label(req.key), req.values[0])
+    capacity = parse_resources(claim.status.capacity)
+    node = Node(
+        name=claim.status.node_name or claim.metadata.name,
+        labels=labels,
+        taints=_taints(claim.spec.taints),
+        capacity=capacity,
+        allocatable=parse_resources(claim.status.allocatable) or capacity,
+        provider_id=claim.status.provider_id,
+    )
+    return ExistingNode(
+        node=node,
+        node_pool=labels.get(LABEL_NODEPOOL, ""),
+        initialized=False,
+        in_flight=True,
+        marked_for_deletion=claim.metadata.deletion_timestamp is not None,
+    )
+
+
+_READERS: Final[Mapping[str, Callable[[_Collector, JSON, Source], None]]] = {
+    "Pod": _read_pod,
+    "Node": _read_node,
+    "Namespace": _read_namespace,
+    "DaemonSet": _read_daemonset,
+    "NodePool": _read_nodepool,
+    "NodeClaim": _read_nodeclaim,
+    "EC2NodeClass": _read_nodeclass,
+    "KWOKNodeClass": _read_nodeclass,
+    **dict.fromkeys(WORKLOAD_KINDS, _read_workload),
+}
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+def _read_document(col: _Collector, file: str, index: int, raw: object, prefix: str = "") -> None:
+    bare = Source(file, index, prefix=prefix)
+    if not isinstance(raw, dict):
+        raise bare.error(f"expected a Kubernetes object, got {type(raw).__name__}")
+    doc = cast(JSON, raw)
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise bare.error("kind is required", "kind")
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    source = dataclasses.replace(bare, kind=kind, name=name if isinstance(name, str) else "")
+    if kind in IGNORED_KINDS:
+        return
+    if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
+        # kubectl's v1 List, or an API list response (PodList, NodeList, ...).
+        _read_list(col, doc, source)
+        return
+    versions = API_VERSIONS.get(kind)
+    if versions is None:
+        raise source.error(
+            f"unknown kind {kind!r}; plan reads NodePool, Pod, Deployment, ReplicaSet, "
+            "StatefulSet, Job, DaemonSet, Node and NodeClass objects",
+            "kind",
+        )
+    api_version = doc.get("apiVersion")
+    if api_version not in versions:
+        if not api_version:
+            raise source.error("apiVersion is required", "apiVersion")
+        raise source.error(
+            f"{kind} is served as {' or '.join(versions)}, not {api_version!r}", "apiVersion"
+        )
+    try:
+        _READERS[kind](col, doc, source)
+    except ParseError as err:
+        raise source.error(err.message, err.path) from None
+
+
+def _read_list(col: _Collector, doc: JSON, source: Source) -> None:
+    items = doc.get("items")
+    if items is not None and not isinstance(items, list):
+        raise source.error("expected a list", "items")
+    item_kind = source.kind.removesuffix("List") if source.kind != "List" else ""
+    for i, item in enumerate(items or []):
+        if item_kind and isinstance(item, dict) and "kind" not in item:
+            # API list responses leave kind and apiVersion off their items.
+            item = {"kind": item_kind, "apiVersion": doc.get("apiVersion"), **item}
+        _read_document(col, source.file, source.document, item, f"{source.prefix}items[{i}].")
+
+
+def load_manifests(files: Sequence[str]) -> Manifests:
+    """Read every document of every file. Raises ManifestError on the first problem."""
+    col = _Collector()
+    for file in expand_paths(files):
+        for index, raw in documents(file, read_text(file)):
+            if raw is None:  # an empty document ("---" twice, a trailing "---")
+                continue
+            _read_document(col, file, index, raw)
+    return _finish(col)
+
+
+def _finish(col: _Collector) -> Manifests:
+    capacity = {name: node for name, (node, _) in col.nodes.items()}
+    for claim, source in col.claims:
+        if claim.status.node_name in col.nodes:
+            continue  # registered: its Node stands for it
+        if not claim.status.allocatable and not claim.status.capacity:
+            col.warnings.append(
+                f"{source.describe()}: NodeClaim has no status.capacity yet (not launched); ignored"
+            )
+            continue
+        flight = _in_flight(claim)
+        if flight.node.name in capacity:
+            raise source.error(f"node {flight.node.name} is defined twice", "status.nodeName")
+        capacity[flight.node.name] = flight
+
+    pods_by_node: dict[str, list[Pod]] = {}
+    for pod, source in col.bound:
+        if pod.node_name not in capacity:
+            col.warnings.append(
+                f"{source.describe()}: pod {pod.key} is bound to node {pod.node_name!r}, "
+                "which is not in the input; ignored"
+            )
+            continue
+        pods_by_node.setdefault(pod.node_name, []).append(pod)
+    existing = [
+        dataclasses.replace(node, pods=tuple(pods_by_node.get(name, ())))
+        for name, node in capacity.items()
+    ]
+    namespaces = dict(col.namespaces)
+    for pod in (*col.pending, *col.daemonsets, *(p for p, _ in col.bound)):
+        namespaces.setdefault(pod.namespace, {LABEL_NAMESPACE_NAME: pod.namespace})
+    return Manifests(
+        pools=[_with_usage(pool, existing) for pool, _ in col.pools.values()],
+        pending=col.pending,
+        daemonsets=col.daemonsets,
+        existing=existing,
+        namespace_labels=namespaces,
+        warnings=col.warnings,
+    )
+
+
+def _with_usage(pool: PoolTemplate, existing: Sequence[ExistingNode]) -> PoolTemplate:
+    """Usage counted against the pool's limits: the capacity of its nodes in the input.
+
+    As upstream's provisioner does (it tallies the cluster's nodes, not ``status.resources``).
+    When the input has none of the pool's nodes, the NodePool's own ``status.resources`` stands.
+    """
+    nodes = [e.node for e in existing if e.node_pool == pool.name]
+    if not nodes:
+        return pool
+    usage: dict[str, int] = {"nodes": len(nodes)}
+    for node in nodes:
+        for name, amount in node.capacity.items():
+            usage[name] = usage.get(name, 0) + amount
+    return dataclasses.replace(pool, usage=usage)

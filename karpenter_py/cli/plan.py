@@ -1,0 +1,289 @@
+"""``karpenter-py plan``: what Karpenter would launch for the pods in some YAML files.
+
+Reads the manifests (see ``karpenter_py.cli.manifests``), runs the scheduling simulation against an
+instance-type catalog (the built-in AWS one, or a KWOK-format JSON file) and prints the result as
+a table for people or as JSON, a stable contract for scripts::
+
+    {"nodeClaims": [{"nodePool", "instanceType", "instanceTypes", "capacityType", "zone",
+                     "price", "labels", "taints", "pods"}],
+     "existingNodes": [{"name", "pods"}],
+     "unschedulable": [{"pod", "reason"}],
+     "cost": {"hourly"}}
+
+Exit status: 0 when a plan was made (even if some pods cannot be scheduled; they are listed), 2
+when the input is unusable. Input problems produce one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal, Protocol, TextIO
+
+from karpenter_py.cli.manifests import ManifestError, Manifests, load_manifests
+from karpenter_py.model.core import Pod
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
+from karpenter_py.scheduling.plan import NewNodeClaim, Plan
+
+
+class Solver(Protocol):
+    """``karpenter_py.scheduling.scheduler.solve``."""
+
+    def __call__(
+        self, inp: SolveInput, *, namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+    ) -> Plan: ...
+
+
+OutputFormat = Literal["table", "json"]
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+ESTIMATED_MARK = "~"
+
+
+NO_NODEPOOL = "no NodePool found; plan needs at least one"
+
+
+class PlanError(Exception):
+    """An input problem; the message is what the user sees (after "error: ")."""
+
+
+# ----------------------------------------------------------------------------- seams
+
+
+def load_solver() -> Solver:
+    """The scheduler's ``solve``, looked up when the command runs (tests substitute their own)."""
+    from karpenter_py.scheduling.scheduler import solve
+
+    return solve
+
+
+def load_builtin_catalog() -> list[InstanceType]:
+    from karpenter_py.cloudprovider.aws.catalog import builtin_aws_instance_types
+
+    return builtin_aws_instance_types()
+
+
+def load_catalog_file(file: str) -> list[InstanceType]:
+    """Instance types from a KWOK-format JSON catalog file."""
+    from karpenter_py.model.catalog import CatalogError, instance_types_from_kwok_json
+
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"{file}: no such file") from None
+    except OSError as err:
+        raise PlanError(f"{file}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise PlanError(f"{file}: not UTF-8 text ({err.reason})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise PlanError(
+            f"{file}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+        ) from None
+    try:
+        types = instance_types_from_kwok_json(data, source="catalog")
+    except CatalogError as err:
+        raise PlanError(f"{file}: {err.path}: {err.problem}") from None
+    if not types:
+        raise PlanError(f"{file}: the catalog lists no instance types")
+    return types
+
+
+# ----------------------------------------------------------------------------- input
+
+
+def solve_input(
+    manifests: Manifests, catalog: Sequence[InstanceType], options: SolveOptions | None = None
+) -> SolveInput:
+    """Every pool may use the whole catalog: the solver filters by each pool's requirements."""
+    if not manifests.pools:
+        raise PlanError(NO_NODEPOOL)
+    types = tuple(catalog)
+    return SolveInput(
+        pods=tuple(manifests.pending),
+        pools=tuple(manifests.pools),
+        instance_types={pool.name: types for pool in manifests.pools},
+        existing=tuple(manifests.existing),
+        daemonsets=tuple(manifests.daemonsets),
+        options=options or SolveOptions(),
+    )
+
+
+# ----------------------------------------------------------------------------- output
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key putting inflate-2 before inflate-10."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(text) if part
+    )
+
+
+def _pod_names(pods: Sequence[Pod]) -> list[str]:
+    return sorted((p.key for p in pods), key=_natural)
+
+
+def _price(value: float) -> float:
+    return round(value, 6)
+
+
+def node_claim_json(nc: NewNodeClaim) -> dict[str, object]:
+    return {
+        "nodePool": nc.node_pool,
+        "instanceType": nc.instance_type.name,
+        "instanceTypes": [it.name for it in nc.instance_types],
+        "capacityType": nc.offering.capacity_type,
+        "zone": nc.offering.zone,
+        "price": _price(nc.price),
+        "labels": dict(sorted(nc.labels.items())),
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in nc.taints],
+        "pods": _pod_names(nc.pods),
+    }
+
+
+def _existing(plan: Plan) -> list[tuple[str, list[str]]]:
+    """(node name, pods newly placed there), nodes in name order; nodes receiving none left out."""
+    by_node: dict[str, list[Pod]] = {}
+    for placement in plan.existing:
+        by_node.setdefault(placement.node_name, []).extend(placement.pods)
+    return [
+        (name, _pod_names(pods))
+        for name, pods in sorted(by_node.items(), key=lambda kv: _natural(kv[0]))
+        if pods
+    ]
+
+
+def plan_json(plan: Plan) -> dict[str, object]:
+    """The ``-o json`` contract. Keys and their order are part of it."""
+    return {
+        "nodeClaims": [node_claim_json(nc) for nc in plan.new_node_claims],
+        "existingNodes": [{"name": name, "pods": pods} for name, pods in _existing(plan)],
+        "unschedulable": [{"pod": e.pod.key, "reason": e.reason} for e in plan.errors],
+        "cost": {"hourly": _price(plan.hourly_cost)},
+    }
+
+
+def render_json(plan: Plan) -> str:
+    return json.dumps(plan_json(plan), indent=2, sort_keys=False) + "\n"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: frozenset[int]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+
+    def line(cells: Sequence[str]) -> str:
+        out = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(cells)
+        ]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def _money(value: float) -> str:
+    return f"{value:.4f}" if value < 100 else f"{value:.2f}"
+
+
+def render_table(plan: Plan, *, pending: int | None = None) -> str:
+    """The ``-o table`` report: new nodes, existing-node placements, unschedulable pods, cost."""
+    sections: list[str] = []
+    on_new = sum(len(nc.pods) for nc in plan.new_node_claims)
+    on_existing = sum(len(p.pods) for p in plan.existing)
+    total = pending if pending is not None else on_new + on_existing + len(plan.errors)
+    sections.append(
+        f"{total} pending pod{'s' if total != 1 else ''}: {on_new} on new nodes, "
+        f"{on_existing} on existing nodes, {len(plan.errors)} unschedulable"
+    )
+
+    estimated = any(nc.offering.price_estimated for nc in plan.new_node_claims)
+    if plan.new_node_claims:
+        rows = []
+        for nc in plan.new_node_claims:
+            mark = ESTIMATED_MARK if nc.offering.price_estimated else ""
+            rows.append(
+                [
+                    nc.node_pool,
+                    nc.instance_type.name,
+                    nc.offering.zone,
+                    nc.offering.capacity_type,
+                    f"{mark}{_money(nc.price)}",
+                    str(len(nc.pods)),
+                    str(len(nc.instance_types)),
+                ]
+            )
+        sections.append(
+            f"New nodes ({len(plan.new_node_claims)}):\n"
+            + _table(
+                ["NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "PRICE/H", "PODS", "OPTIONS"],
+                rows,
+                frozenset({4, 5, 6}),
+            )
+        )
+    else:
+        sections.append("New nodes: none")
+
+    placements = _existing(plan)
+    if placements:
+        rows = [[name, str(len(pods))] for name, pods in placements]
+        sections.append(
+            f"Existing nodes receiving pods ({len(rows)}):\n"
+            + _table(["NODE", "NEW PODS"], rows, frozenset({1}))
+        )
+
+    if plan.errors:
+        rows = [[e.pod.key, e.reason] for e in plan.errors]
+        sections.append(
+            f"Unschedulable pods ({len(plan.errors)}):\n"
+            + _table(["POD", "REASON"], rows, frozenset())
+        )
+
+    cost = f"Total hourly cost: ${_money(plan.hourly_cost)}"
+    if estimated:
+        cost += f"  ({ESTIMATED_MARK} marks an estimated spot price)"
+    sections.append(cost)
+    return "\n\n".join(sections) + "\n"
+
+
+# ----------------------------------------------------------------------------- command
+
+
+def run_plan(
+    files: Sequence[str],
+    *,
+    instance_types: str | None = None,
+    output: OutputFormat = "table",
+    options: SolveOptions | None = None,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    try:
+        manifests = load_manifests(files)
+        for warning in manifests.warnings:
+            print(f"warning: {warning}", file=stderr)
+        if not manifests.pools:
+            raise PlanError(NO_NODEPOOL)
+        catalog = (
+            load_catalog_file(instance_types)
+            if instance_types is not None
+            else load_builtin_catalog()
+        )
+        inp = solve_input(manifests, catalog, options)
+    except (ManifestError, PlanError) as err:
+        print(f"error: {err}", file=stderr)
+        return EXIT_USAGE
+    plan = load_solver()(inp, namespace_labels=manifests.namespace_labels)
+    if output == "json":
+        stdout.write(render_json(plan))
+    else:
+        stdout.write(render_table(plan, pending=len(inp.pods)))
+    return EXIT_OK
