@@ -1,0 +1,264 @@
+"""The KWOK cloud provider: "instances" are fake Node objects that kwok marks Ready.
+
+As upstream's kwok provider: ``create`` picks the cheapest compatible available offering of the
+NodeClaim's instance types and writes a Node (annotated ``kwok.x-k8s.io/node=fake``) with that
+offering's labels, capacity and allocatable, the NodeClaim's taints plus the unregistered taint,
+and provider ID ``kwok://<name>``. A registration delay (KWOKNodeClass ``nodeRegistrationDelay``
+or the constructor default) postpones the Node's creation to model boot time. Offerings can be
+made unavailable to exercise insufficient-capacity handling.
+
+The provider reaches the API through ``NodeAPI``, a port the manager fills with the kube client,
+so this package stays independent of ``kube``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from karpenter_py.cloudprovider.errors import InsufficientCapacityError, NodeClaimNotFoundError
+from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.core import SelectorRequirement
+from karpenter_py.model.instancetype import InstanceType, Offering
+from karpenter_py.model.labels import (
+    KWOK_GROUP,
+    KWOK_NODE_ANNOTATION,
+    LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_TOPOLOGY_ZONE,
+    TAINT_UNREGISTERED_KEY,
+)
+from karpenter_py.model.quantity import fits, format_resources, parse_resources
+from karpenter_py.scheduling.instances import type_requirements
+from karpenter_py.scheduling.requirements import Requirements, intersects
+
+log = logging.getLogger(__name__)
+
+PROVIDER_PREFIX = "kwok://"
+KWOK_NODE_LABEL = "kwok.x-k8s.io/node"  # kwok's default node selector is the annotation; label too
+Raw = dict[str, object]
+OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
+
+
+class NodeAPI(Protocol):
+    """The slice of the Kubernetes API the kwok provider needs."""
+
+    async def create_node(self, body: Raw) -> Raw: ...
+    async def get_node(self, name: str) -> Raw | None: ...
+    async def delete_node(self, name: str) -> None: ...
+    async def list_nodes(self, label_selector: str) -> builtins.list[Raw]: ...
+
+
+def _meta(obj: Raw) -> Mapping[str, object]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+class KwokCloudProvider:
+    def __init__(
+        self,
+        api: NodeAPI,
+        instance_types: Sequence[InstanceType],
+        *,
+        registration_delay: float = 0.0,
+        unavailable: Sequence[OfferingKey] = (),
+    ) -> None:
+        self.api = api
+        self._types = {it.name: it for it in instance_types}
+        self.registration_delay = registration_delay
+        self._unavailable: set[OfferingKey] = set(unavailable)
+        self.created: dict[str, str] = {}  # NodeClaim name -> provider ID (launch log, for tests)
+
+    @property
+    def name(self) -> str:
+        return "kwok"
+
+    # ------------------------------------------------------------------ availability knobs
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        self._unavailable.add((instance_type, zone, capacity_type))
+
+    def mark_available(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        self._unavailable.discard((instance_type, zone, capacity_type))
+
+    def _offering_available(self, it: InstanceType, o: Offering) -> bool:
+        return o.available and (it.name, o.zone, o.capacity_type) not in self._unavailable
+
+    # ------------------------------------------------------------------ CloudProvider
+    async def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
+        out = []
+        for it in self._types.values():
+            offerings = tuple(
+                replace(o, available=self._offering_available(it, o)) for o in it.offerings
+            )
+            out.append(replace(it, offerings=offerings))
+        return out
+
+    async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        name = nodeclaim.metadata.name or ""
+        existing = await self.api.get_node(name)
+        if existing is not None:  # a retry after a crash: the instance already exists
+            return self._to_nodeclaim(nodeclaim, existing)
+        it, offering = self._choose(nodeclaim)
+        body = self._node(nodeclaim, it, offering)
+        if self.registration_delay > 0:
+            await asyncio.sleep(self.registration_delay)
+        created = await self.api.create_node(body)
+        self.created[name] = f"{PROVIDER_PREFIX}{name}"
+        return self._to_nodeclaim(nodeclaim, created)
+
+    async def delete(self, nodeclaim: NodeClaim) -> None:
+        name = self._node_name(nodeclaim)
+        node = await self.api.get_node(name) if name else None
+        if node is None or _meta(node).get("deletionTimestamp"):
+            # A kwok instance is gone once its Node is going: nothing runs behind it.
+            raise NodeClaimNotFoundError(f"instance {PROVIDER_PREFIX}{name} not found")
+        await self.api.delete_node(name)
+
+    async def get(self, provider_id: str) -> NodeClaim:
+        name = provider_id.removeprefix(PROVIDER_PREFIX)
+        node = await self.api.get_node(name)
+        if node is None or not provider_id.startswith(PROVIDER_PREFIX):
+            raise NodeClaimNotFoundError(f"instance {provider_id} not found")
+        return self._from_node(node)
+
+    async def list(self) -> builtins.list[NodeClaim]:
+        nodes = await self.api.list_nodes(f"{KWOK_NODE_LABEL}=fake,{LABEL_NODEPOOL}")
+        return [self._from_node(n) for n in nodes]
+
+    async def is_drifted(self, nodeclaim: NodeClaim) -> str:
+        return ""
+
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
+        return [
+            RepairPolicy("Ready", "False", 30 * 60.0),
+            RepairPolicy("Ready", "Unknown", 30 * 60.0),
+        ]
+
+    def supported_node_classes(self) -> builtins.list[NodeClassRef]:
+        return [NodeClassRef(KWOK_GROUP, "KWOKNodeClass")]
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _node_name(nodeclaim: NodeClaim) -> str:
+        if nodeclaim.status.provider_id.startswith(PROVIDER_PREFIX):
+            return nodeclaim.status.provider_id.removeprefix(PROVIDER_PREFIX)
+        return nodeclaim.status.node_name or nodeclaim.metadata.name or ""
+
+    def _choose(self, nodeclaim: NodeClaim) -> tuple[InstanceType, Offering]:
+        """The cheapest available offering that satisfies the NodeClaim's requirements."""
+        reqs = Requirements.from_selectors(
+            SelectorRequirement(r.key, r.operator, tuple(r.values), r.min_values)
+            for r in nodeclaim.spec.requirements
+        )
+        requests = parse_resources(nodeclaim.spec.resources.requests)
+        best: tuple[float, str, InstanceType, Offering] | None = None
+        for it in self._types.values():
+            if intersects(type_requirements(it, it.offerings), reqs) is not None:
+                continue
+            if not fits(requests, it.allocatable):
+                continue
+            for o in it.offerings:
+                if not self._offering_available(it, o):
+                    continue
+                zone, ct = reqs.get(LABEL_TOPOLOGY_ZONE), reqs.get(LABEL_CAPACITY_TYPE)
+                if (zone is not None and not zone.has(o.zone)) or (
+                    ct is not None and not ct.has(o.capacity_type)
+                ):
+                    continue
+                if best is None or (o.price, it.name) < (best[0], best[1]):
+                    best = (o.price, it.name, it, o)
+        if best is None:
+            raise InsufficientCapacityError(
+                f"no available offering satisfies the requirements of nodeclaim {nodeclaim.metadata.name}",
+                offerings=tuple(sorted(self._unavailable)),
+            )
+        return best[2], best[3]
+
+    def _node(self, nodeclaim: NodeClaim, it: InstanceType, offering: Offering) -> Raw:
+        name = nodeclaim.metadata.name or ""
+        labels: dict[str, str] = {}
+        for r in nodeclaim.spec.requirements:
+            if r.operator == "In" and len(r.values) == 1:
+                labels[r.key] = r.values[0]
+        for key, values in it.requirements.items():
+            if len(values) == 1:
+                labels[key] = next(iter(values))
+        labels.update(offering.labels)
+        labels.update(nodeclaim.metadata.labels or {})
+        labels.update(
+            {
+                LABEL_INSTANCE_TYPE: it.name,
+                LABEL_TOPOLOGY_ZONE: offering.zone,
+                LABEL_CAPACITY_TYPE: offering.capacity_type,
+                LABEL_HOSTNAME: name,
+                KWOK_NODE_LABEL: "fake",
+            }
+        )
+        taints = [{"key": TAINT_UNREGISTERED_KEY, "effect": "NoExecute"}]
+        for t in [*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints]:
+            taint = {"key": t.key, "effect": t.effect}
+            if t.value:
+                taint["value"] = t.value
+            taints.append(taint)
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+            },
+            "spec": {"providerID": f"{PROVIDER_PREFIX}{name}", "taints": taints},
+            "status": {
+                "capacity": format_resources(it.capacity),
+                "allocatable": format_resources(it.allocatable),
+                "phase": "Running",
+            },
+        }
+
+    def _to_nodeclaim(self, nodeclaim: NodeClaim, node: Raw) -> NodeClaim:
+        """The NodeClaim with what the launch resolved: provider ID, capacity, labels."""
+        launched = self._from_node(node)
+        out = nodeclaim.model_copy(deep=True)
+        out.status.provider_id = launched.status.provider_id
+        out.status.capacity = launched.status.capacity
+        out.status.allocatable = launched.status.allocatable
+        labels = dict(launched.metadata.labels or {})
+        labels.update(out.metadata.labels or {})  # the NodeClaim's own labels win
+        labels.pop(KWOK_NODE_LABEL, None)
+        labels.pop(LABEL_HOSTNAME, None)
+        out.metadata.labels = labels
+        return out
+
+    def _from_node(self, node: Raw) -> NodeClaim:
+        meta = _meta(node)
+        spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+        status = node.get("status") if isinstance(node.get("status"), dict) else {}
+        assert isinstance(spec, dict)
+        assert isinstance(status, dict)
+        return NodeClaim.model_validate(
+            {
+                "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},  # type: ignore[call-overload]
+                "spec": {
+                    "nodeClassRef": {
+                        "group": KWOK_GROUP,
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    }
+                },
+                "status": {
+                    "providerID": spec.get("providerID", ""),
+                    "capacity": status.get("capacity") or {},
+                    "allocatable": status.get("allocatable") or {},
+                    "nodeName": meta.get("name"),
+                },
+            }
+        )

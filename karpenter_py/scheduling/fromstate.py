@@ -1,0 +1,107 @@
+"""Turn API objects and a cluster snapshot into solver input."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.core import Node, Pod, Taint
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import LABEL_HOSTNAME
+from karpenter_py.scheduling.inputs import (
+    ExistingNode,
+    PoolTemplate,
+    SolveInput,
+    SolveOptions,
+    pool_template,
+)
+from karpenter_py.scheduling.instances import daemon_requirement_terms
+from karpenter_py.scheduling.requirements import Requirements, compatible
+from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, untolerated
+from karpenter_py.state.snapshot import Snapshot
+from karpenter_py.state.statenode import StateNode
+
+
+def pool_from_nodepool(np: NodePool) -> PoolTemplate:
+    """A NodePool as the solver sees it (limits and usage as canonical quantities)."""
+    tmpl = np.spec.template
+    spec = tmpl.spec
+    ref = spec.node_class_ref
+    return pool_template(
+        name=np.metadata.name or "",
+        weight=np.spec.weight,
+        labels=tmpl.metadata.labels,
+        annotations=tmpl.metadata.annotations,
+        requirements=spec.requirements,
+        taints=[Taint(key=t.key, value=t.value or "", effect=t.effect) for t in spec.taints],
+        startup_taints=[
+            Taint(key=t.key, value=t.value or "", effect=t.effect) for t in spec.startup_taints
+        ],
+        limits=dict(np.spec.limits) if np.spec.limits is not None else None,
+        usage=dict(np.status.resources) if np.status.resources else None,
+        node_class_ref=(ref.group, ref.kind, ref.name),
+        expire_after=spec.expire_after,
+        termination_grace_period=spec.termination_grace_period,
+    )
+
+
+def _daemon_fits(ds: Pod, labels: Mapping[str, str], taints: Sequence[Taint]) -> bool:
+    if untolerated(taints, (*ds.tolerations, PREFER_NO_SCHEDULE_TOLERATION)) is not None:
+        return False
+    node_reqs = Requirements.from_labels(labels)
+    return any(compatible(node_reqs, t) is None for t in daemon_requirement_terms(ds))
+
+
+def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod]) -> ExistingNode:
+    """A state node as solver capacity. Daemonsets that will run there but have no pod yet are
+    reserved up front, so new pods do not take their room."""
+    labels = dict(sn.labels)
+    labels.setdefault(LABEL_HOSTNAME, sn.name)
+    allocatable = sn.allocatable
+    if sn.node is not None or (sn.nodeclaim is not None and sn.nodeclaim.status.allocatable):
+        running = {o.uid for p in pods for o in p.owners if o.kind == "DaemonSet"}
+        for ds in daemonsets:
+            ds_uids = {o.uid for o in ds.owners}
+            if ds_uids & running or not _daemon_fits(ds, labels, sn.taints):
+                continue
+            for name, amount in ds.requests.items():
+                allocatable[name] = allocatable.get(name, 0) - amount
+    node = sn.node or Node(name=sn.name, labels=labels, taints=sn.taints)
+    node = replace(node, labels=labels, allocatable=allocatable)
+    return ExistingNode(
+        node=node,
+        pods=tuple(pods),
+        node_pool=sn.node_pool,
+        initialized=sn.initialized,
+        in_flight=sn.in_flight,
+        marked_for_deletion=sn.marked_for_deletion,
+    )
+
+
+def solve_input(
+    snapshot: Snapshot,
+    *,
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    options: SolveOptions,
+    extra_pods: Sequence[Pod] = (),
+) -> SolveInput:
+    """Pending and reschedulable pods against every ready NodePool and the existing nodes."""
+    pools = [
+        pool_from_nodepool(np)
+        for np in snapshot.nodepools.values()
+        if np.metadata.deletion_timestamp is None
+    ]
+    existing = [
+        existing_node(sn, snapshot.pods_by_node.get(sn.name, ()), snapshot.daemonsets)
+        for sn in snapshot.nodes
+        if not sn.marked_for_deletion
+    ]
+    return SolveInput(
+        pods=[*snapshot.pending, *snapshot.reschedulable, *extra_pods],
+        pools=pools,
+        instance_types=instance_types,
+        existing=existing,
+        daemonsets=snapshot.daemonsets,
+        options=options,
+    )

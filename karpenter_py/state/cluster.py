@@ -1,0 +1,212 @@
+"""The in-memory cluster: what the informers have seen, merged into one model.
+
+Mutators are plain methods (no awaits): each watch event is applied atomically by construction.
+Decisions wait for ``synced()``: every resource has completed its first list, so a decision never
+acts on a half-filled view (e.g. launching nodes for pods that already have some).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.core import Node, Pod
+from karpenter_py.state.snapshot import Snapshot, is_provisionable, is_reschedulable
+from karpenter_py.state.statenode import StateNode
+
+KINDS = ("nodes", "nodeclaims", "pods", "nodepools", "daemonsets")
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.nodeclaims: dict[str, NodeClaim] = {}
+        self.pods: dict[str, Pod] = {}
+        self.nodepools: dict[str, NodePool] = {}
+        self.daemonsets: dict[str, Pod] = {}  # DaemonSet key -> a pod built from its template
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.invalid: dict[str, str] = {}  # "kind/key" -> why the object could not be parsed
+        self._pods_by_node: dict[str, set[str]] = {}
+        self._synced: set[str] = set()
+        self._deleting: set[str] = set()  # NodeClaim names marked for deletion
+        self._nominated: dict[str, datetime] = {}  # node or NodeClaim name -> until
+        # Bumped on every change; lets periodic workers skip passes when nothing moved.
+        self.generation = 0
+
+    # ------------------------------------------------------------------ sync gate
+    def mark_synced(self, kind: str) -> None:
+        self._synced.add(kind)
+
+    def synced(self) -> bool:
+        return all(k in self._synced for k in KINDS)
+
+    def unsynced(self) -> list[str]:
+        return [k for k in KINDS if k not in self._synced]
+
+    # ------------------------------------------------------------------ mutators
+    def upsert_node(self, node: Node) -> None:
+        self.nodes[node.name] = node
+        self.generation += 1
+
+    def delete_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+        self.generation += 1
+
+    def replace_nodes(self, nodes: Iterable[Node]) -> None:
+        self.nodes = {n.name: n for n in nodes}
+        self.generation += 1
+
+    def upsert_nodeclaim(self, nc: NodeClaim) -> None:
+        self.nodeclaims[nc.metadata.name or ""] = nc
+        self.generation += 1
+
+    def delete_nodeclaim(self, name: str) -> None:
+        self.nodeclaims.pop(name, None)
+        self._deleting.discard(name)
+        self._nominated.pop(name, None)
+        self.generation += 1
+
+    def replace_nodeclaims(self, ncs: Iterable[NodeClaim]) -> None:
+        self.nodeclaims = {nc.metadata.name or "": nc for nc in ncs}
+        self._deleting &= set(self.nodeclaims)
+        self.generation += 1
+
+    def upsert_pod(self, pod: Pod) -> None:
+        old = self.pods.get(pod.key)
+        if old is not None and old.node_name and old.node_name != pod.node_name:
+            self._pods_by_node.get(old.node_name, set()).discard(pod.key)
+        self.pods[pod.key] = pod
+        if pod.node_name:
+            self._pods_by_node.setdefault(pod.node_name, set()).add(pod.key)
+        self.generation += 1
+
+    def delete_pod(self, key: str) -> None:
+        old = self.pods.pop(key, None)
+        if old is not None and old.node_name:
+            self._pods_by_node.get(old.node_name, set()).discard(key)
+        self.generation += 1
+
+    def replace_pods(self, pods: Iterable[Pod]) -> None:
+        self.pods = {}
+        self._pods_by_node = {}
+        for pod in pods:
+            self.upsert_pod(pod)
+
+    def upsert_nodepool(self, np: NodePool) -> None:
+        self.nodepools[np.metadata.name or ""] = np
+        self.generation += 1
+
+    def delete_nodepool(self, name: str) -> None:
+        self.nodepools.pop(name, None)
+        self.generation += 1
+
+    def replace_nodepools(self, nps: Iterable[NodePool]) -> None:
+        self.nodepools = {np.metadata.name or "": np for np in nps}
+        self.generation += 1
+
+    def upsert_daemonset(self, key: str, template: Pod) -> None:
+        self.daemonsets[key] = template
+        self.generation += 1
+
+    def delete_daemonset(self, key: str) -> None:
+        self.daemonsets.pop(key, None)
+        self.generation += 1
+
+    def replace_daemonsets(self, templates: Mapping[str, Pod]) -> None:
+        self.daemonsets = dict(templates)
+        self.generation += 1
+
+    # ------------------------------------------------------------------ decisions' bookkeeping
+    def mark_for_deletion(self, *nodeclaim_names: str) -> None:
+        self._deleting.update(nodeclaim_names)
+        self.generation += 1
+
+    def unmark_for_deletion(self, *nodeclaim_names: str) -> None:
+        self._deleting.difference_update(nodeclaim_names)
+        self.generation += 1
+
+    def nominate(self, name: str, until: datetime) -> None:
+        """A node or NodeClaim expected to receive pods soon: disruption must leave it alone."""
+        self._nominated[name] = until
+
+    def is_nominated(self, name: str, now: datetime) -> bool:
+        until = self._nominated.get(name)
+        return until is not None and until > now
+
+    # ------------------------------------------------------------------ queries
+    def pods_on(self, node_name: str) -> list[Pod]:
+        return [
+            self.pods[k] for k in sorted(self._pods_by_node.get(node_name, ())) if k in self.pods
+        ]
+
+    def state_nodes(self, now: datetime) -> list[StateNode]:
+        """Nodes joined with their NodeClaims by provider ID; unmatched NodeClaims are in flight."""
+        by_provider: dict[str, NodeClaim] = {}
+        by_node_name: dict[str, NodeClaim] = {}
+        for claim in self.nodeclaims.values():
+            if claim.status.provider_id:
+                by_provider[claim.status.provider_id] = claim
+            if claim.status.node_name:
+                by_node_name[claim.status.node_name] = claim
+        out: list[StateNode] = []
+        matched: set[str] = set()
+        for node in self.nodes.values():
+            nc: NodeClaim | None = by_provider.get(node.provider_id) if node.provider_id else None
+            if nc is None:
+                nc = by_node_name.get(node.name)
+            if nc is not None:
+                matched.add(nc.metadata.name or "")
+            out.append(self._state_node(node, nc, now))
+        for name, claim in self.nodeclaims.items():
+            if name not in matched:
+                out.append(self._state_node(None, claim, now))
+        return out
+
+    def _state_node(self, node: Node | None, nc: NodeClaim | None, now: datetime) -> StateNode:
+        nc_name = (nc.metadata.name or "") if nc is not None else ""
+        deleting = nc_name in self._deleting or (
+            nc is not None and nc.metadata.deletion_timestamp is not None
+        )
+        deleting = deleting or (node is not None and bool(node.deletion_timestamp))
+        nominated = self.is_nominated(nc_name, now) or (
+            node is not None and self.is_nominated(node.name, now)
+        )
+        return StateNode(node=node, nodeclaim=nc, marked_for_deletion=deleting, nominated=nominated)
+
+    def nodeclaim_for_provider_id(self, provider_id: str) -> NodeClaim | None:
+        for nc in self.nodeclaims.values():
+            if nc.status.provider_id == provider_id:
+                return nc
+        return None
+
+    def node_for_provider_id(self, provider_id: str) -> Node | None:
+        for node in self.nodes.values():
+            if node.provider_id == provider_id:
+                return node
+        return None
+
+    def snapshot(self, now: datetime) -> Snapshot:
+        """A frozen copy for one decision. Nodes are copied before pending pods are listed, as
+        upstream does, so a race errs towards launching too little (the next round fixes that)."""
+        nodes = tuple(self.state_nodes(now))
+        pods_by_node = {n.name: tuple(self.pods_on(n.name)) for n in nodes if n.node is not None}
+        pending = tuple(p for p in self.pods.values() if is_provisionable(p))
+        reschedulable = tuple(
+            p
+            for n in nodes
+            if n.marked_for_deletion
+            for p in pods_by_node.get(n.name, ())
+            if is_reschedulable(p)
+        )
+        return Snapshot(
+            now=now,
+            nodes=nodes,
+            pods_by_node=pods_by_node,
+            pending=pending,
+            reschedulable=reschedulable,
+            nodepools=dict(self.nodepools),
+            daemonsets=tuple(self.daemonsets.values()),
+            namespace_labels={k: dict(v) for k, v in self.namespace_labels.items()},
+        )

@@ -1,0 +1,180 @@
+"""Sinks that turn raw watch objects into the cluster model (what upstream's state/informer/* do).
+
+Each sink has the informer's ``Sink`` shape (upsert/delete/replace/synced) without importing the
+informer: the manager plugs them in. An object that does not parse (a user wrote a bad quantity,
+say) is skipped and remembered in ``Cluster.invalid`` instead of stopping the watch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Generic, TypeVar, cast
+
+from pydantic import ValidationError
+
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.core import (
+    Node,
+    ParseError,
+    Pod,
+    node_from_dict,
+    pod_from_dict,
+    pod_from_parts,
+)
+from karpenter_py.state.cluster import Cluster
+
+RawObject = Mapping[str, object]
+T = TypeVar("T")
+
+
+def _meta(obj: RawObject) -> Mapping[str, object]:
+    meta = obj.get("metadata")
+    return cast("Mapping[str, object]", meta) if isinstance(meta, dict) else {}
+
+
+def object_key(obj: RawObject) -> str:
+    meta = _meta(obj)
+    ns, name = meta.get("namespace"), meta.get("name")
+    return f"{ns}/{name}" if ns else str(name)
+
+
+class _Sink(Generic[T]):
+    kind = ""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def parse(self, obj: RawObject) -> T:
+        raise NotImplementedError
+
+    def _parse(self, obj: RawObject) -> T | None:
+        key = f"{self.kind}/{object_key(obj)}"
+        try:
+            value = self.parse(obj)
+        except (ParseError, ValidationError, ValueError) as err:
+            self.cluster.invalid[key] = str(err)
+            return None
+        self.cluster.invalid.pop(key, None)
+        return value
+
+    def _parse_all(self, objs: Sequence[RawObject]) -> list[T]:
+        return [v for v in (self._parse(o) for o in objs) if v is not None]
+
+    def synced(self) -> None:
+        self.cluster.mark_synced(self.kind)
+
+
+class NodeSink(_Sink[Node]):
+    kind = "nodes"
+
+    def parse(self, obj: RawObject) -> Node:
+        return node_from_dict(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        node = self._parse(obj)
+        if node is not None:
+            self.cluster.upsert_node(node)
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_node(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_nodes(self._parse_all(objs))
+
+
+class PodSink(_Sink[Pod]):
+    kind = "pods"
+
+    def parse(self, obj: RawObject) -> Pod:
+        return pod_from_dict(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        pod = self._parse(obj)
+        if pod is not None:
+            self.cluster.upsert_pod(pod)
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_pod(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_pods(self._parse_all(objs))
+
+
+class NodeClaimSink(_Sink[NodeClaim]):
+    kind = "nodeclaims"
+
+    def parse(self, obj: RawObject) -> NodeClaim:
+        return NodeClaim.model_validate(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        nc = self._parse(obj)
+        if nc is not None:
+            self.cluster.upsert_nodeclaim(nc)
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_nodeclaim(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_nodeclaims(self._parse_all(objs))
+
+
+class NodePoolSink(_Sink[NodePool]):
+    kind = "nodepools"
+
+    def parse(self, obj: RawObject) -> NodePool:
+        return NodePool.model_validate(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        np = self._parse(obj)
+        if np is not None:
+            self.cluster.upsert_nodepool(np)
+        else:
+            self.cluster.delete_nodepool(object_key(obj))
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_nodepool(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_nodepools(self._parse_all(objs))
+
+
+def daemonset_template(obj: RawObject) -> Pod:
+    """A pod shaped like the DaemonSet's, owned by it, to size daemonset overhead."""
+    spec = obj.get("spec")
+    spec = cast("Mapping[str, object]", spec) if isinstance(spec, dict) else {}
+    template = spec.get("template")
+    template = cast("dict[str, object]", template) if isinstance(template, dict) else {}
+    meta = dict(cast("dict[str, object]", template.get("metadata") or {}))
+    outer = _meta(obj)
+    meta.setdefault("namespace", outer.get("namespace"))
+    meta["name"] = outer.get("name")
+    meta["ownerReferences"] = [
+        {
+            "kind": "DaemonSet",
+            "name": outer.get("name"),
+            "uid": outer.get("uid", ""),
+            "controller": True,
+        }
+    ]
+    pod_spec = cast("dict[str, object]", template.get("spec") or {})
+    return pod_from_parts(meta, pod_spec, {}, f"daemonset {object_key(obj)}.spec.template")
+
+
+class DaemonSetSink(_Sink[Pod]):
+    kind = "daemonsets"
+
+    def parse(self, obj: RawObject) -> Pod:
+        return daemonset_template(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        pod = self._parse(obj)
+        if pod is not None:
+            self.cluster.upsert_daemonset(object_key(obj), pod)
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_daemonset(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        parsed = {object_key(o): p for o in objs if (p := self._parse(o)) is not None}
+        self.cluster.replace_daemonsets(parsed)

@@ -1,0 +1,52 @@
+"""A frozen copy of the cluster for one decision: nodes first, then the pods that need them.
+
+Nodes are copied before pending pods are listed, as upstream does, so a race errs towards
+launching too little (the next round fixes that) rather than too much.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.core import Pod
+from karpenter_py.state.statenode import StateNode
+
+
+def is_provisionable(pod: Pod) -> bool:
+    """Upstream's definition: the kube-scheduler said Unschedulable, nothing is binding or
+    preempting for it, and no controller other than a ReplicaSet-like one owns its placement."""
+    return (
+        pod.unschedulable
+        and not pod.node_name
+        and not pod.nominated_node_name
+        and not pod.is_daemonset_pod()
+        and not pod.is_mirror_pod()
+        and not pod.is_terminating()
+        and not pod.is_terminal()
+        and not pod.scheduling_gated
+    )
+
+
+def is_reschedulable(pod: Pod) -> bool:
+    """A pod on a node being deleted that will need a home elsewhere."""
+    return (
+        not pod.is_terminal()
+        and not pod.is_terminating()
+        and not pod.is_daemonset_pod()
+        and not pod.is_mirror_pod()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: datetime
+    nodes: tuple[StateNode, ...]
+    pods_by_node: Mapping[str, tuple[Pod, ...]]
+    pending: tuple[Pod, ...]
+    reschedulable: tuple[Pod, ...]
+    nodepools: Mapping[str, NodePool]
+    daemonsets: tuple[Pod, ...]
+    namespace_labels: Mapping[str, Mapping[str, str]]
