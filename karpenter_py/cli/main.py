@@ -93,7 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="output directory (default manifests/crds)",
     )
 
-    sub.add_parser("controller", help="run the Karpenter controller against a cluster")
+    ctl = sub.add_parser(
+        "controller",
+        help="run the Karpenter controller against a cluster",
+        add_help=False,  # --help goes to the settings parser, which lists every setting
+    )
+    ctl.add_argument("settings", nargs=argparse.REMAINDER, help="settings flags (see --help)")
     return parser
 
 
@@ -121,7 +126,6 @@ def _crds(args: argparse.Namespace) -> int:
 
 
 def _controller(args: argparse.Namespace) -> int:
-    del args
     try:
         manager = importlib.import_module("karpenter_py.manager")
     except ImportError as err:  # pragma: no cover - the package always exists
@@ -135,7 +139,7 @@ def _controller(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    result = run()
+    result = run(list(args.settings))
     return result if isinstance(result, int) else 0
 
 

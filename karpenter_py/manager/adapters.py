@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.resources import NODES
+from karpenter_py.kube.resources import NODECLAIMS, NODES
 
 Raw = dict[str, object]
 
@@ -32,3 +32,13 @@ class KubeNodeAPI:
 
     async def list_nodes(self, label_selector: str) -> list[Raw]:
         return list((await self.client.list(NODES, label_selector=label_selector)).items)
+
+
+class KubeNodeClaimWriter:
+    """``Provisioner``'s writer: NodeClaims go straight to the API server."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def create_nodeclaim(self, body: Raw) -> Raw:
+        return await self.client.create(NODECLAIMS, body)

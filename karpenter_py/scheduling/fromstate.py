@@ -79,6 +79,23 @@ def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod])
     )
 
 
+def pool_usage(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """Capacity each NodePool already has (nodes and in-flight NodeClaims), for its limits.
+
+    Counted from the live state rather than ``status.resources`` so that claims created a moment
+    ago, which the status does not show yet, still count against the limits.
+    """
+    usage: dict[str, dict[str, int]] = {}
+    for sn in snapshot.nodes:
+        if not sn.node_pool:
+            continue
+        acc = usage.setdefault(sn.node_pool, {})
+        for name, amount in sn.capacity.items():
+            acc[name] = acc.get(name, 0) + amount
+        acc["nodes"] = acc.get("nodes", 0) + 1
+    return usage
+
+
 def solve_input(
     snapshot: Snapshot,
     *,
