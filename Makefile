@@ -3,13 +3,14 @@ PYTHON ?= .venv/bin/python
 PY_BOOT ?= python3
 SHARED ?= ../shared
 
-.PHONY: venv demo plan test lint typecheck imports unit crds catalog bench clean
+.PHONY: venv demo plan test lint typecheck imports unit crds catalog bench bench-e2e clean
 
 venv: .venv/.installed
 .venv/.installed: pyproject.toml
 	$(PY_BOOT) -m venv .venv
-	$(PYTHON) -m pip install -q --upgrade pip
-	$(PYTHON) -m pip install -q -e '.[dev]'
+	@echo "installing Python packages into .venv (log: .venv/install.log)"
+	@( $(PYTHON) -m pip install --upgrade pip && $(PYTHON) -m pip install -e '.[dev]' ) > .venv/install.log 2>&1 \
+		|| { tail -40 .venv/install.log; exit 1; }
 	touch $@
 
 # The embedded default: plan a bundled example against the built-in AWS catalog.
@@ -31,10 +32,14 @@ unit: venv
 
 # Everything CI runs: static checks, then the whole suite (the cluster tests build the control plane).
 test: venv lint imports typecheck controlplane
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 crds: venv
 	.venv/bin/karpenter-py crds --out manifests/crds
+
+# Regenerate the built-in AWS catalog from moto's EC2 data and ../shared's on-demand prices.
+catalog: venv
+	$(PYTHON) scripts/gen_aws_catalog.py
 
 bench: venv
 	$(PYTHON) benchmarks/scheduling.py --pods 5000 --out benchmarks/results/scheduling-5000.json
