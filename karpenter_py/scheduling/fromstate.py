@@ -90,7 +90,11 @@ def pool_usage(snapshot: Snapshot) -> dict[str, dict[str, int]]:
         if not sn.node_pool:
             continue
         acc = usage.setdefault(sn.node_pool, {})
-        for name, amount in sn.capacity.items():
+        capacity = sn.capacity
+        if sn.in_flight and not (sn.nodeclaim is not None and sn.nodeclaim.status.capacity):
+            # Not launched yet: it may become its largest option, as the solver charged it.
+            capacity = dict(snapshot.reserved.get(sn.nodeclaim_name, capacity))
+        for name, amount in capacity.items():
             acc[name] = acc.get(name, 0) + amount
         acc["nodes"] = acc.get("nodes", 0) + 1
     return usage
@@ -104,8 +108,9 @@ def solve_input(
     extra_pods: Sequence[Pod] = (),
 ) -> SolveInput:
     """Pending and reschedulable pods against every ready NodePool and the existing nodes."""
+    usage = pool_usage(snapshot)
     pools = [
-        pool_from_nodepool(np)
+        replace(pool_from_nodepool(np), usage=usage.get(np.metadata.name or "", {}))
         for np in snapshot.nodepools.values()
         if np.metadata.deletion_timestamp is None
     ]

@@ -32,6 +32,7 @@ class Cluster:
         self._synced: set[str] = set()
         self._deleting: set[str] = set()  # NodeClaim names marked for deletion
         self._nominated: dict[str, datetime] = {}  # node or NodeClaim name -> until
+        self._reserved: dict[str, dict[str, int]] = {}  # NodeClaim name -> largest option capacity
         # Bumped on every change; lets periodic workers skip passes when nothing moved.
         self.generation = 0
 
@@ -64,6 +65,7 @@ class Cluster:
 
     def delete_nodeclaim(self, name: str) -> None:
         self.nodeclaims.pop(name, None)
+        self._reserved.pop(name, None)
         self._deleting.discard(name)
         self._nominated.pop(name, None)
         self.generation += 1
@@ -126,6 +128,10 @@ class Cluster:
     def unmark_for_deletion(self, *nodeclaim_names: str) -> None:
         self._deleting.difference_update(nodeclaim_names)
         self.generation += 1
+
+    def reserve(self, nodeclaim_name: str, capacity: Mapping[str, int]) -> None:
+        """Charge a just-created NodeClaim at its largest option until it reports its capacity."""
+        self._reserved[nodeclaim_name] = dict(capacity)
 
     def nominate(self, name: str, until: datetime) -> None:
         """A node or NodeClaim expected to receive pods soon: disruption must leave it alone."""
@@ -209,4 +215,5 @@ class Cluster:
             nodepools=dict(self.nodepools),
             daemonsets=tuple(self.daemonsets.values()),
             namespace_labels={k: dict(v) for k, v in self.namespace_labels.items()},
+            reserved={k: dict(v) for k, v in self._reserved.items() if k in self.nodeclaims},
         )

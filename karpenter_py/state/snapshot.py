@@ -7,7 +7,7 @@ launching too little (the next round fixes that) rather than too much.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from karpenter_py.model.api.nodepool import NodePool
@@ -50,3 +50,5 @@ class Snapshot:
     nodepools: Mapping[str, NodePool]
     daemonsets: tuple[Pod, ...]
     namespace_labels: Mapping[str, Mapping[str, str]]
+    # NodeClaim name -> the largest capacity it may launch with, until it reports its own.
+    reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)

@@ -193,8 +193,10 @@ class Provisioner:
                 return
             obj = await self.writer.create_nodeclaim(nodeclaim_body(nc, np))
             claim = NodeClaim.model_validate(obj)
+            name = claim.metadata.name or ""
             self.cluster.upsert_nodeclaim(claim)
-            created[nc] = claim.metadata.name or ""
+            self.cluster.reserve(name, _largest_capacity(nc))
+            created[nc] = name
 
         failures: list[BaseException] = []
 
@@ -231,3 +233,11 @@ class Provisioner:
         if self.events is not None:
             for err in plan.errors:
                 self.events.pod_failed_scheduling(err.pod, err.reason)
+
+
+def _largest_capacity(nc: NewNodeClaim) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for it in nc.instance_types:
+        for name, amount in it.capacity.items():
+            out[name] = max(out.get(name, 0), amount)
+    return out

@@ -1,0 +1,202 @@
+"""Provisioner rounds against in-memory fakes: what NodeClaims it writes, and when it does not."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from karpenter_py.aio.batcher import Batcher
+from karpenter_py.aio.clock import FakeClock
+from karpenter_py.cloudprovider.kwok import KwokCloudProvider
+from karpenter_py.controllers.provisioning.provisioner import Provisioner
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.catalog import kwok_catalog
+from karpenter_py.model.core import pod_from_dict
+from karpenter_py.state.cluster import KINDS, Cluster
+
+
+class FakeNodeAPI:
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, Any]] = {}
+
+    async def create_node(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.nodes[body["metadata"]["name"]] = body
+        return body
+
+    async def get_node(self, name: str) -> dict[str, Any] | None:
+        return self.nodes.get(name)
+
+    async def delete_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+
+    async def list_nodes(self, label_selector: str) -> list[dict[str, Any]]:
+        return list(self.nodes.values())
+
+
+class FakeWriter:
+    """Stands in for the API server: assigns names and UIDs like generateName would."""
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+        self._ids = itertools.count()
+
+    async def create_nodeclaim(self, body: dict[str, Any]) -> dict[str, Any]:
+        n = next(self._ids)
+        obj = {
+            **body,
+            "metadata": {
+                **body["metadata"],
+                "name": f"{body['metadata']['generateName']}{n:05d}",
+                "uid": f"uid-{n}",
+            },
+        }
+        self.created.append(obj)
+        return obj
+
+
+def nodepool(**spec: Any) -> NodePool:
+    body: dict[str, Any] = {
+        "metadata": {"name": "default", "uid": "np-uid"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                    "requirements": [
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": ["on-demand"],
+                        }
+                    ],
+                    "taints": [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}],
+                },
+            },
+            **spec,
+        },
+    }
+    return NodePool.model_validate(body)
+
+
+def pending(name: str, cpu: str = "1") -> Any:
+    return pod_from_dict(
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "containers": [
+                    {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
+                ],
+            },
+            "status": {
+                "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                ]
+            },
+        }
+    )
+
+
+def provisioner(cluster: Cluster, writer: FakeWriter) -> Provisioner:
+    return Provisioner(
+        cluster=cluster,
+        writer=writer,
+        cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
+        clock=FakeClock(),
+        batcher=Batcher(idle=0.01, max_window=0.05),
+    )
+
+
+def synced_cluster(np: NodePool, pods: int, cpu: str = "1") -> Cluster:
+    cluster = Cluster()
+    cluster.upsert_nodepool(np)
+    for i in range(pods):
+        cluster.upsert_pod(pending(f"p{i}", cpu))
+    for kind in KINDS:
+        cluster.mark_synced(kind)
+    return cluster
+
+
+async def test_writes_nodeclaims_as_upstream_shapes_them() -> None:
+    cluster, writer = synced_cluster(nodepool(), 4), FakeWriter()
+    result = await provisioner(cluster, writer).provision()
+    assert result.pods == 4
+    assert len(writer.created) == len(result.created) >= 1
+    body = writer.created[0]
+    meta, spec = body["metadata"], body["spec"]
+    assert meta["generateName"] == "default-"
+    assert meta["finalizers"] == ["karpenter.sh/termination"]
+    assert meta["ownerReferences"][0] | {} == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "name": "default",
+        "uid": "np-uid",
+        "blockOwnerDeletion": True,
+    }
+    assert meta["labels"]["karpenter.sh/nodepool"] == "default"
+    assert meta["labels"]["karpenter.sh/capacity-type"] == "on-demand"
+    assert meta["labels"]["team"] == "a"
+    assert meta["labels"]["karpenter.kwok.sh/kwoknodeclass"] == "default"
+    assert meta["annotations"]["karpenter.sh/nodepool-hash-version"] == "v3"
+    assert spec["taints"] == [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}]
+    assert spec["nodeClassRef"] == {
+        "group": "karpenter.kwok.sh",
+        "kind": "KWOKNodeClass",
+        "name": "default",
+    }
+    assert spec["expireAfter"] == "720h"
+    keys = {r["key"]: r for r in spec["requirements"]}
+    assert keys["node.kubernetes.io/instance-type"]["operator"] == "In"
+    assert "kubernetes.io/hostname" not in keys
+    assert spec["resources"]["requests"]["cpu"] in ("4", "4000m")
+
+
+async def test_second_round_uses_in_flight_claims_instead_of_launching_again() -> None:
+    cluster, writer = synced_cluster(nodepool(), 6), FakeWriter()
+    p = provisioner(cluster, writer)
+    first = await p.provision()
+    again = await p.provision()
+    assert len(first.created) >= 1
+    assert again.created == ()
+    assert again.placed_on_existing == 6
+    assert len(writer.created) == len(first.created)
+
+
+@pytest.mark.parametrize(("limit", "pods", "expected_claims"), [("4", 8, 1), ("2000", 8, None)])
+async def test_limits_hold_across_rounds(
+    limit: str, pods: int, expected_claims: int | None
+) -> None:
+    # 3-cpu pods cannot share a 4-cpu node; a cpu limit of 4 allows exactly one node in total.
+    cluster, writer = synced_cluster(nodepool(limits={"cpu": limit}), pods, cpu="3"), FakeWriter()
+    p = provisioner(cluster, writer)
+    first = await p.provision()
+    second = await p.provision()
+    if expected_claims is None:
+        assert first.errors == 0
+        assert second.created == ()
+    else:
+        assert len(writer.created) == expected_claims
+        assert second.created == ()
+        assert second.errors > 0
+
+
+async def test_nothing_pending_writes_nothing() -> None:
+    cluster, writer = synced_cluster(nodepool(), 0), FakeWriter()
+    result = await provisioner(cluster, writer).provision()
+    assert (result.pods, result.created, writer.created) == (0, (), [])
+
+
+def test_sync_gate_lists_what_is_missing() -> None:
+    cluster = Cluster()
+    assert not cluster.synced()
+    for kind in KINDS[:-1]:
+        cluster.mark_synced(kind)
+    assert cluster.unsynced() == [KINDS[-1]]
+    cluster.mark_synced(KINDS[-1])
+    assert cluster.synced()
