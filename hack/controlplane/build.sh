@@ -82,7 +82,9 @@ major_minor="${KUBE_VERSION#v}"
 KMAJOR="${major_minor%%.*}"
 rest="${major_minor#*.}"
 KMINOR="${rest%%.*}"
-BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+# buildDate = the release's publication time from the module proxy: reproducible binaries, and
+# /version reads like the upstream release's.
+BUILD_DATE="$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)"
 LDFLAGS="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   LDFLAGS+=" -X ${pkg}.gitVersion=${KUBE_VERSION}"
@@ -90,6 +92,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   LDFLAGS+=" -X ${pkg}.gitMinor=${KMINOR}"
   LDFLAGS+=" -X ${pkg}.gitTreeState=clean"
   LDFLAGS+=" -X ${pkg}.buildDate=${BUILD_DATE}"
+  LDFLAGS+=" -X ${pkg}.gitCommit=" # unknown via the module proxy: empty, not the $Format:%H$ placeholder
 done
 
 start=$(date +%s)
@@ -110,5 +113,9 @@ have_all "$TMP" || { log "ERROR: build finished but binaries are missing in $TMP
 rm -rf "$BIN"
 mv "$TMP" "$BIN"
 trap - EXIT
+# Keep the cache bounded (~400 MB per dir): drop leftovers of killed builds and all but the
+# three most recently built bin dirs. We hold the lock, so no other build is in flight.
+rm -rf "${CACHE}/bin/"*.tmp.*
+ls -1dt "${CACHE}/bin/"*/ 2>/dev/null | tail -n +4 | while read -r old; do rm -rf "$old"; done
 log "done in $(($(date +%s) - start))s"
 echo "$BIN"

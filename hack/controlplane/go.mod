@@ -173,7 +173,7 @@ require (
 )
 
 // k8s.io/kubernetes requires every staging module at v0.0.0; pin each to the matching release.
-// List derived from k8s.io/kubernetes@v1.37.2 go.mod (see build.sh / README).
+// List derived from k8s.io/kubernetes@v1.37.2 go.mod (recipe in README.md).
 replace (
 	k8s.io/api => k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.2
