@@ -403,16 +403,16 @@ _NON_NEGATIVE_INT: Final = re.compile(r"^[0-9]+$")
 # CEL rules upstream puts on every requirements list (NodePool template and NodeClaim).
 REQUIREMENTS_CEL: Final = (
     cel(
-        "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+        "self.all(x, x.operator == 'In' ? (has(x.values) && x.values.size() != 0) : true)",
         "requirements with operator 'In' must have a value defined",
     ),
     cel(
         "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || "
-        "x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+        "x.operator == 'Lte') ? (has(x.values) && x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
         "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
     ),
     cel(
-        "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
+        "self.all(x, (x.operator == 'In' && has(x.minValues)) ? (has(x.values) && x.values.size() >= x.minValues) : true)",
         "requirements with 'minValues' must have at least that many values specified in the 'values' field",
     ),
 )
