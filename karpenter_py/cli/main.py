@@ -144,7 +144,12 @@ def _controller(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == ["controller"]:
+        # Settings flags belong to the manager's parser (argparse's REMAINDER cannot pass
+        # leading --flags through a subcommand).
+        return _controller(argparse.Namespace(command="controller", settings=raw[1:]))
+    args = build_parser().parse_args(raw)
     handlers = {"plan": _plan, "crds": _crds, "controller": _controller}
     try:
         return handlers[args.command](args)

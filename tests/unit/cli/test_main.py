@@ -46,9 +46,25 @@ def test_controller_without_a_manager_run_exits_2(
     assert "controller is not available" in capsys.readouterr().err
 
 
-def test_controller_runs_the_manager(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(karpenter_py.manager, "run", lambda: 7, raising=False)
-    assert main(["controller"]) == 7
+def test_controller_runs_the_manager_with_its_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def fake_run(argv: list[str]) -> int:
+        seen.append(argv)
+        return 7
+
+    monkeypatch.setattr(karpenter_py.manager, "run", fake_run, raising=False)
+    assert main(["controller", "--batch-idle-duration", "2s"]) == 7
+    assert seen == [["--batch-idle-duration", "2s"]]
+
+
+def test_entry_point_passes_controller_flags_to_settings(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from karpenter_py.__main__ import main as entry
+
+    assert entry(["controller", "--batch-idle-duration=abc"]) == 2
+    assert 'batch-idle-duration="abc": not a duration' in capsys.readouterr().err
 
 
 def test_python_dash_m_runs_the_cli() -> None:
