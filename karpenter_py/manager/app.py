@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from karpenter_py.aio.batcher import Batcher
@@ -31,6 +31,8 @@ from karpenter_py.kube.resources import (
     Resource,
 )
 from karpenter_py.manager.adapters import KubeNodeAPI, KubeNodeClaimWriter
+from karpenter_py.manager.leader import LeaderElector, Leadership, default_identity
+from karpenter_py.manager.probes import serve
 from karpenter_py.manager.settings import Settings
 from karpenter_py.model.catalog import instance_types_from_kwok_json, kwok_catalog
 from karpenter_py.model.instancetype import InstanceType
@@ -134,9 +136,42 @@ class App:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.provisioner.run())
 
-    async def run(
-        self, *, lead: Callable[[Callable[[], asyncio.Future[None]]], object] | None = None
-    ) -> None:
+    async def run(self, *, identity: str | None = None, host: str = "0.0.0.0") -> None:
+        """Probes and informers on every replica; decisions only while leading.
+
+        Losing the Lease raises ``LeadershipLost`` out of the TaskGroup: the process exits and
+        its pod restarts as a standby, as controller-runtime does.
+        """
+        s = self.settings
         async with asyncio.TaskGroup() as tg:
+            tg.create_task(
+                serve(
+                    readiness={"caches-synced": self.ready},
+                    metrics=self.metrics,
+                    host=host,
+                    health_port=s.health_probe_port,
+                    metrics_port=s.metrics_port,
+                )
+            )
             tg.create_task(self.run_informers())
+            if s.disable_leader_election:
+                leadership = Leadership.unconditional()
+            else:
+                elector = LeaderElector(
+                    self.client,
+                    name=s.leader_election_name,
+                    namespace=s.leader_election_namespace,
+                    identity=identity or default_identity(),
+                    on_change=self._leadership_changed,
+                )
+                tg.create_task(elector.run())
+                leadership = elector.leadership
+            await leadership.wait_for_leadership()
+            log.info("leading: starting decision workers")
             tg.create_task(self.run_decisions())
+
+    def _leadership_changed(self, leading: bool) -> None:
+        gauge = self.metrics.leader_election_master_status.labels(
+            name=self.settings.leader_election_name
+        )
+        gauge.set(1 if leading else 0)
