@@ -239,20 +239,26 @@ class KwokCloudProvider:
         return out
 
     def _from_node(self, node: Raw) -> NodeClaim:
+        """A live kwok Node seen as the NodeClaim it was launched for (for get/list/GC)."""
         meta = _meta(node)
-        spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
-        status = node.get("status") if isinstance(node.get("status"), dict) else {}
-        assert isinstance(spec, dict)
-        assert isinstance(status, dict)
+        spec = node.get("spec")
+        status = node.get("status")
+        spec = spec if isinstance(spec, dict) else {}
+        status = status if isinstance(status, dict) else {}
+        labels = meta.get("labels")
         return NodeClaim.model_validate(
             {
-                "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},  # type: ignore[call-overload]
+                "metadata": {
+                    "name": meta.get("name"),
+                    "labels": dict(labels) if isinstance(labels, dict) else {},
+                },
                 "spec": {
+                    "requirements": [],
                     "nodeClassRef": {
                         "group": KWOK_GROUP,
                         "kind": "KWOKNodeClass",
                         "name": "default",
-                    }
+                    },
                 },
                 "status": {
                     "providerID": spec.get("providerID", ""),

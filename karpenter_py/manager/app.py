@@ -15,11 +15,18 @@ from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock, RealClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
+from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
+from karpenter_py.controllers.nodepool.counter import NodePoolCounter
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
+from karpenter_py.controllers.termination.eviction import EvictionQueue
+from karpenter_py.controllers.termination.node import NodeTermination
+from karpenter_py.controllers.termination.nodeclaim import NodeClaimTermination
 from karpenter_py.informer.events import CallbackSink, Sink
 from karpenter_py.informer.reflector import Reflector
 from karpenter_py.informer.source import KubeListWatch
 from karpenter_py.kube.client import KubeClient
+from karpenter_py.kube.events import EventRecorder, object_ref
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import (
     DAEMONSETS,
@@ -30,11 +37,13 @@ from karpenter_py.kube.resources import (
     PODS,
     Resource,
 )
+from karpenter_py.launcher.launch import Launcher
 from karpenter_py.manager.adapters import KubeNodeAPI, KubeNodeClaimWriter
 from karpenter_py.manager.leader import LeaderElector, Leadership, default_identity
 from karpenter_py.manager.probes import serve
 from karpenter_py.manager.settings import Settings
 from karpenter_py.model.catalog import instance_types_from_kwok_json, kwok_catalog
+from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.scheduling.inputs import SolveOptions
@@ -60,6 +69,34 @@ def kwok_instance_types(path: str) -> list[InstanceType]:
     return instance_types_from_kwok_json(json.loads(Path(path).read_text()), source=path)
 
 
+class ProvisioningEvents:
+    """Pod events (upstream reasons) and the created-NodeClaims counter for the provisioner."""
+
+    def __init__(self, recorder: EventRecorder, metrics: Metrics) -> None:
+        self.recorder = recorder
+        self.metrics = metrics
+
+    @staticmethod
+    def _ref(pod: Pod) -> KubeObject:
+        return object_ref("v1", "Pod", pod.name, namespace=pod.namespace, uid=pod.uid or None)
+
+    def pod_nominated(self, pod: Pod, target: str) -> None:
+        self.recorder.record(self._ref(pod), "Nominated", f"Pod should schedule on: {target}")
+
+    def pod_failed_scheduling(self, pod: Pod, reason: str) -> None:
+        self.recorder.record(
+            self._ref(pod),
+            "FailedScheduling",
+            f"Failed to schedule pod, {reason}",
+            event_type="Warning",
+        )
+
+    def nodeclaim_created(self, nodepool: str) -> None:
+        self.metrics.nodeclaims_created.labels(
+            reason="provisioned", nodepool=nodepool, min_values_relaxed="false"
+        ).inc()
+
+
 class App:
     def __init__(
         self,
@@ -78,6 +115,8 @@ class App:
         self.cloud = cloud or KwokCloudProvider(
             KubeNodeAPI(client), kwok_instance_types(settings.instance_types_file_path)
         )
+        self.recorder = EventRecorder(client, clock=self.clock)
+        self.launcher = Launcher(self.cloud, clock=self.clock, metrics=self.metrics)
         self.batcher: Batcher[str] = Batcher(
             idle=settings.batch_idle_duration, max_window=settings.batch_max_duration
         )
@@ -91,20 +130,90 @@ class App:
                 preference_policy=settings.preference_policy,
                 min_values_policy=settings.min_values_policy,
             ),
+            offerings=self.launcher.unavailable,
+            events=ProvisioningEvents(self.recorder, self.metrics),
         )
+        self._build_lifecycle()
         self.reflectors = self._reflectors()
+
+    def _build_lifecycle(self) -> None:
+        client, cluster, cloud, clock, metrics = (
+            self.client,
+            self.cluster,
+            self.cloud,
+            self.clock,
+            self.metrics,
+        )
+        rec = self.recorder
+        self.lifecycle = NodeClaimLifecycle(
+            client, cluster, cloud, self.launcher, rec, clock=clock, metrics=metrics
+        )
+        self.gc = NodeClaimGarbageCollector(
+            client, cluster, cloud, rec, clock=clock, metrics=metrics
+        )
+        self.nodeclaim_termination = NodeClaimTermination(
+            client, cluster, cloud, rec, clock=clock, metrics=metrics, launcher=self.launcher
+        )
+        self.evictions = EvictionQueue(client, rec, metrics=metrics)
+        self.node_termination = NodeTermination(
+            client, cluster, cloud, self.evictions, rec, clock=clock, metrics=metrics
+        )
+        self.counter = NodePoolCounter(client, cluster, clock=clock)
 
     # ------------------------------------------------------------------ wiring
     def _reflector(self, resource: Resource, name: str, sinks: Sequence[Sink]) -> Reflector:
         return Reflector(KubeListWatch(self.client, resource), name=name, sinks=sinks)
 
     def _reflectors(self) -> list[Reflector]:
+        # State sinks first: triggers read the model the state sink just updated.
         c = self.cluster
         return [
-            self._reflector(NODES, "nodes", [NodeSink(c), CallbackSink(on_upsert=self._on_node)]),
-            self._reflector(NODECLAIMS, "nodeclaims", [NodeClaimSink(c)]),
-            self._reflector(PODS, "pods", [PodSink(c), CallbackSink(on_upsert=self._on_pod)]),
-            self._reflector(NODEPOOLS, "nodepools", [NodePoolSink(c)]),
+            self._reflector(
+                NODES,
+                "nodes",
+                [
+                    NodeSink(c),
+                    CallbackSink(on_upsert=self._on_node),
+                    CallbackSink(on_upsert=self.lifecycle.on_node),
+                    CallbackSink(
+                        on_upsert=self.node_termination.on_node,
+                        on_delete=self.nodeclaim_termination.on_node_deleted,
+                    ),
+                    CallbackSink(on_upsert=self.counter.on_node, on_delete=self.counter.on_node),
+                ],
+            ),
+            self._reflector(
+                NODECLAIMS,
+                "nodeclaims",
+                [
+                    NodeClaimSink(c),
+                    CallbackSink(
+                        on_upsert=self.lifecycle.on_nodeclaim,
+                        on_delete=self.lifecycle.on_nodeclaim_deleted,
+                    ),
+                    CallbackSink(on_upsert=self.nodeclaim_termination.on_nodeclaim),
+                    CallbackSink(
+                        on_upsert=self.counter.on_nodeclaim, on_delete=self.counter.on_nodeclaim
+                    ),
+                ],
+            ),
+            self._reflector(
+                PODS,
+                "pods",
+                [
+                    PodSink(c),
+                    CallbackSink(on_upsert=self._on_pod),
+                    CallbackSink(
+                        on_upsert=self.node_termination.on_pod,
+                        on_delete=self.node_termination.on_pod,
+                    ),
+                ],
+            ),
+            self._reflector(
+                NODEPOOLS,
+                "nodepools",
+                [NodePoolSink(c), CallbackSink(on_upsert=self.counter.on_nodepool)],
+            ),
             self._reflector(DAEMONSETS, "daemonsets", [DaemonSetSink(c)]),
             self._reflector(NAMESPACES, "namespaces", [CallbackSink(on_upsert=self._on_namespace)]),
         ]
@@ -134,7 +243,14 @@ class App:
     async def run_decisions(self) -> None:
         """Everything that writes decisions; run only by the leader."""
         async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.recorder.run())
             tg.create_task(self.provisioner.run())
+            tg.create_task(self.lifecycle.run())
+            tg.create_task(self.gc.run())
+            tg.create_task(self.nodeclaim_termination.run())
+            tg.create_task(self.evictions.run())
+            tg.create_task(self.node_termination.run())
+            tg.create_task(self.counter.run())
 
     async def run(self, *, identity: str | None = None, host: str = "0.0.0.0") -> None:
         """Probes and informers on every replica; decisions only while leading.

@@ -44,12 +44,13 @@ class NodeClaimWriter(Protocol):
 class OfferingFilter(Protocol):
     """Offerings recently found unavailable (insufficient capacity), hidden from the solver."""
 
-    def filter(self, instance_types: Sequence[InstanceType]) -> list[InstanceType]: ...
+    def apply(self, instance_types: Sequence[InstanceType]) -> list[InstanceType]: ...
 
 
 class Events(Protocol):
     def pod_nominated(self, pod: Pod, target: str) -> None: ...
     def pod_failed_scheduling(self, pod: Pod, reason: str) -> None: ...
+    def nodeclaim_created(self, nodepool: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +178,7 @@ class Provisioner:
         out: dict[str, list[InstanceType]] = {}
         for name, np in nodepools.items():
             types = await self.cloud.get_instance_types(np)
-            out[name] = self.offerings.filter(types) if self.offerings is not None else types
+            out[name] = self.offerings.apply(types) if self.offerings is not None else types
         return out
 
     async def _create(
@@ -197,6 +198,8 @@ class Provisioner:
             self.cluster.upsert_nodeclaim(claim)
             self.cluster.reserve(name, _largest_capacity(nc))
             created[nc] = name
+            if self.events is not None:
+                self.events.nodeclaim_created(nc.node_pool)
 
         failures: list[BaseException] = []
 

@@ -1,0 +1,8 @@
+"""Termination controllers: NodeClaim and Node finalizers, draining through the eviction queue.
+See each module's docstring for how the manager wires it."""
+
+from karpenter_py.controllers.termination.eviction import EvictionQueue
+from karpenter_py.controllers.termination.node import NodeTermination
+from karpenter_py.controllers.termination.nodeclaim import NodeClaimTermination
+
+__all__ = ["EvictionQueue", "NodeClaimTermination", "NodeTermination"]

@@ -1,0 +1,128 @@
+"""What the termination controllers share: dependencies, reads, finalizer removal, conditions.
+
+(Controller packages never import each other, so the few helpers the nodeclaim package also has
+are repeated here rather than shared.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from karpenter_py.aio.clock import Clock
+from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.kube.errors import ConflictError, NotFoundError
+from karpenter_py.kube.events import EventRecorder
+from karpenter_py.kube.resources import NODECLAIMS, Resource
+from karpenter_py.model.api.meta import ConditionStatus
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.core import Node
+from karpenter_py.obs.metrics import Metrics
+from karpenter_py.state.cluster import Cluster
+
+log = logging.getLogger("karpenter.termination")
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    client: KubeClient
+    cluster: Cluster
+    cloud: CloudProvider
+    recorder: EventRecorder
+    clock: Clock
+    metrics: Metrics | None = None
+
+
+async def load_nodeclaim(deps: Deps, name: str) -> NodeClaim | None:
+    """The cached NodeClaim, or the API's when the cache has not caught up (None: gone)."""
+    cached = deps.cluster.nodeclaims.get(name)
+    if cached is not None:
+        return cached
+    try:
+        raw = await deps.client.get(NODECLAIMS, name)
+    except NotFoundError:
+        return None
+    try:
+        return NodeClaim.model_validate(raw)
+    except ValidationError as e:
+        log.warning("skipping unparsable nodeclaim", extra={"nodeclaim": name, "error": str(e)})
+        return None
+
+
+def nodes_of(cluster: Cluster, nc: NodeClaim) -> list[Node]:
+    pid = nc.status.provider_id
+    if not pid:
+        return []
+    return [n for n in cluster.nodes.values() if n.provider_id == pid]
+
+
+async def remove_finalizer(
+    client: KubeClient,
+    resource: Resource,
+    name: str,
+    *,
+    finalizers: Sequence[str],
+    resource_version: str,
+    finalizer: str,
+) -> bool:
+    """Drop ``finalizer`` with a JSON patch conditional on ``resource_version`` (a concurrent
+    change to the list makes it fail with ConflictError instead of losing that change).
+    Returns False when the object is already gone."""
+    if finalizer not in finalizers:
+        return True
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+        {
+            "op": "replace",
+            "path": "/metadata/finalizers",
+            "value": [f for f in finalizers if f != finalizer],
+        },
+    ]
+    try:
+        await client.patch(resource, name, ops, patch_type=PatchType.JSON)
+    except NotFoundError:
+        return False
+    return True
+
+
+async def set_nodeclaim_condition(
+    deps: Deps,
+    nc: NodeClaim,
+    type_: str,
+    status: ConditionStatus,
+    *,
+    reason: str = "",
+    message: str = "",
+) -> None:
+    """Best effort: a termination progress marker for humans (kubectl get nodeclaim -o yaml).
+    A lost race or a vanished NodeClaim is not worth failing the termination step for."""
+    work = nc.model_copy(deep=True)
+    if not work.status.set_condition(
+        type_, status, now=deps.clock.now(), reason=reason, message=message
+    ):
+        return
+    patch = {
+        "metadata": {"resourceVersion": nc.metadata.resource_version},
+        "status": work.status.model_dump(mode="json", by_alias=True),
+    }
+    try:
+        await deps.client.patch(
+            NODECLAIMS, nc.name, patch, patch_type=PatchType.MERGE, subresource="status"
+        )
+    except (ConflictError, NotFoundError):
+        log.debug("condition not written", extra={"nodeclaim": nc.name, "condition": type_})
+
+
+async def wait_synced(cluster: Cluster, *, poll: float = 0.1) -> None:
+    """Hold decisions until every informer has listed once (architecture rule)."""
+    # Cluster mutators are sync and signal nothing, hence a poll.
+    while True:
+        if cluster.synced():
+            return
+        await asyncio.sleep(poll)

@@ -1,0 +1,87 @@
+"""EventRecorder: sync record, owned async publishing, de-duplication, failures swallowed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from karpenter_py.aio.clock import FakeClock
+from karpenter_py.kube.errors import AlreadyExistsError, ForbiddenError
+from karpenter_py.kube.events import EventRecorder, object_ref
+
+
+class FakeWriter:
+    def __init__(self, *failures: Exception) -> None:
+        self.failures = list(failures)
+        self.created: list[dict[str, Any]] = []
+
+    async def create_event(
+        self, event: dict[str, Any], *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        if self.failures:
+            raise self.failures.pop(0)
+        self.created.append(event)
+        return event
+
+
+NODE = object_ref("v1", "Node", "n1", uid="u1")
+POD = object_ref("v1", "Pod", "p1", namespace="ns", uid="u2")
+
+
+async def test_events_are_deduplicated_within_the_window() -> None:
+    clock = FakeClock()
+    writer = FakeWriter()
+    rec = EventRecorder(writer, clock=clock, dedupe_window=120)
+    rec.record(NODE, "FailedDraining", "pdb", event_type="Warning")
+    rec.record(NODE, "FailedDraining", "pdb", event_type="Warning")  # skipped
+    rec.record(NODE, "FailedDraining", "other message")  # different message: published
+    rec.record(POD, "Evicted", "Evicted pod")
+    rec.record(NODE, "FailedDraining", "3 pods", dedupe_values=("n1",))
+    rec.record(NODE, "FailedDraining", "2 pods", dedupe_values=("n1",))  # same values: skipped
+    clock.step(121)
+    rec.record(NODE, "FailedDraining", "pdb", event_type="Warning")  # window passed
+    assert rec.pending == 5
+    assert rec.suppressed == 2
+    await rec.flush()
+    assert [e["message"] for e in writer.created] == [
+        "pdb",
+        "other message",
+        "Evicted pod",
+        "3 pods",
+        "pdb",
+    ]
+    first = writer.created[0]
+    assert first["type"] == "Warning"
+    assert first["metadata"]["namespace"] == "default"  # cluster-scoped objects' events
+    assert first["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "n1",
+        "uid": "u1",
+    }
+    assert writer.created[2]["metadata"]["namespace"] == "ns"
+    assert first["source"] == {"component": "karpenter"}
+
+
+async def test_run_publishes_and_failures_are_logged_not_raised() -> None:
+    writer = FakeWriter(ForbiddenError(status=403), AlreadyExistsError(status=409))
+    rec = EventRecorder(writer, clock=FakeClock())
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(rec.run())
+        rec.record(NODE, "A", "dropped: forbidden")
+        rec.record(NODE, "B", "renamed once after a name collision")
+        async with asyncio.timeout(5):
+            while True:
+                if rec.published + rec.failed == 2:
+                    break
+                await asyncio.sleep(0.01)
+        task.cancel()
+    assert rec.failed == 1
+    assert [e["reason"] for e in writer.created] == ["B"]
+
+
+def test_queue_is_bounded() -> None:
+    rec = EventRecorder(FakeWriter(), clock=FakeClock(), max_pending=3)
+    for i in range(5):
+        rec.record(NODE, "R", f"m{i}")
+    assert (rec.pending, rec.dropped) == (3, 2)

@@ -1,0 +1,78 @@
+"""NodePool counter: usage from cluster state, minimal status patches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from karpenter_py.controllers.nodepool.counter import pool_usage, status_patch
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.core import node_from_dict
+from karpenter_py.state.statenode import StateNode
+
+
+def node(name: str, pool: str, cpu: str) -> Any:
+    return node_from_dict(
+        {
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
+            "spec": {"providerID": f"kwok://{name}"},
+            "status": {"capacity": {"cpu": cpu, "memory": "1Gi", "pods": "10"}},
+        }
+    )
+
+
+def claim(name: str, pool: str, capacity: dict[str, str] | None) -> NodeClaim:
+    return NodeClaim.model_validate(
+        {
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "d"}, "requirements": []},
+            "status": {"capacity": capacity or {}},
+        }
+    )
+
+
+def test_usage_counts_nodes_and_launched_claims_of_the_pool() -> None:
+    nodes = [
+        StateNode(node=node("a", "p", "2"), nodeclaim=claim("a", "p", {"cpu": "2"})),
+        StateNode(node=node("b", "other", "8"), nodeclaim=None),
+        StateNode(node=None, nodeclaim=claim("c", "p", {"cpu": "4", "memory": "2Gi"})),  # launched
+        StateNode(node=None, nodeclaim=claim("d", "p", None)),  # not launched: no capacity yet
+    ]
+    usage = pool_usage(nodes, "p")
+    assert usage["nodes"] == 2
+    assert usage["cpu"] == 6000
+    assert usage["memory"] == 3 * 2**30
+    assert usage["ephemeral-storage"] == 0
+    assert pool_usage([], "p") == {
+        "cpu": 0,
+        "memory": 0,
+        "pods": 0,
+        "ephemeral-storage": 0,
+        "nodes": 0,
+    }
+
+
+def test_status_patch_only_when_changed() -> None:
+    usage = {"cpu": 2000, "memory": 2**30, "pods": 10, "ephemeral-storage": 0, "nodes": 1}
+    patch = status_patch({"cpu": "1", "gpu": "1"}, 0, usage)
+    assert patch == {
+        "status": {
+            "resources": {
+                "cpu": "2",
+                "ephemeral-storage": "0",
+                "memory": "1Gi",
+                "nodes": "1",
+                "pods": "10",
+                "gpu": None,  # a resource no node has any more is removed
+            },
+            "nodes": 1,
+        }
+    }
+    current = {
+        "cpu": "2000m",
+        "memory": "1073741824",
+        "pods": "10",
+        "ephemeral-storage": "0",
+        "nodes": "1",
+    }
+    assert status_patch(current, 1, usage) is None  # equal quantities, other spelling
+    assert status_patch(current, None, usage) is not None
