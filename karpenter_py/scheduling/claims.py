@@ -22,6 +22,7 @@ from karpenter_py.scheduling.topology import Placed, Topology
 
 # Keys whose narrowing changes which offerings (not just which types) remain.
 _OFFERING_KEYS: Final = frozenset({LABEL_TOPOLOGY_ZONE, LABEL_CAPACITY_TYPE})
+_NEGATIVE: Final = frozenset({"NotIn", "DoesNotExist"})
 
 
 def _add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
@@ -40,15 +41,23 @@ class NewClaim:
         "hostname",
         "index",
         "mask",
+        "min_values_relaxed",
         "pods",
         "ports",
+        "relax_min_values",
         "requests",
         "requirements",
         "version",
     )
 
-    def __init__(self, index: PoolIndex, hostname: str, mask: int) -> None:
+    def __init__(
+        self, index: PoolIndex, hostname: str, mask: int, *, relax_min_values: bool = False
+    ) -> None:
         self.index = index
+        # MIN_VALUES_POLICY=BestEffort: the first pod may lower minValues to what its types offer;
+        # later pods must then keep that many distinct values (as upstream's in-flight claims).
+        self.relax_min_values = relax_min_values
+        self.min_values_relaxed = False
         self.hostname = hostname
         self.mask = mask
         self.requirements = index.requirements.with_req(Req.in_(LABEL_HOSTNAME, (hostname,)))
@@ -74,17 +83,30 @@ class NewClaim:
             self._refused[signature] = self.version
             return why
         reqs = self.requirements & st.requirements
-        narrowed = topology.narrow(st.index, st.pod, st.requirements, reqs)
+        # Pod domains come from the strict requirements: a preferred node affinity may steer the
+        # node, but must not shrink the domains a spread's skew is computed over.
+        narrowed = topology.narrow(st.index, st.pod, st.strict_requirements, reqs)
         if isinstance(narrowed, str):
             return narrowed
         mask = self._narrow_types(narrowed)
+        if st.pod.host_ports and self.index.daemon_port_masks:
+            free, clash = self.index.ports_mask(st.pod.host_ports)
+            if clash is not None and not mask & free:
+                return (
+                    f"host port {clash.port}/{clash.protocol} is taken by a daemonset on every "
+                    "remaining instance type"
+                )
+            mask &= free
         total = _add(self.requests, st.pod.requests)
         mask &= self.index.fit_mask(total)
         if not mask:
             return "no instance type satisfies the combined requirements and resources"
         why = self._min_values(narrowed, mask)
         if why is not None:
-            return why
+            if self.pods or not self.relax_min_values:
+                return why
+            narrowed = relax_min_values(narrowed, self.index, mask)
+            self.min_values_relaxed = True
         self._commit(st, topology, narrowed, mask, total)
         return None
 
@@ -137,6 +159,18 @@ class NewClaim:
         topology.record(st.index, Placed(st.pod, reqs, self.index.taints))
 
 
+def relax_min_values(reqs: Requirements, index: PoolIndex, mask: int) -> Requirements:
+    """Lower every minValues the types in ``mask`` cannot meet to what they do offer."""
+    for key, req in reqs.items():
+        if req.min_values is None:
+            continue
+        have = index.distinct_values(key, req, mask)
+        if have < req.min_values:
+            # minValues must be at least 1 on a NodeClaim; 0 means there is nothing to keep.
+            reqs = reqs.replaced(req.with_min_values(have or None))
+    return reqs
+
+
 class ExistingSlot:
     """A node (or in-flight NodeClaim) in the cluster with room left on it."""
 
@@ -182,18 +216,32 @@ class ExistingSlot:
             self._refused[signature] = self.version
             return why
         reqs = self.requirements & st.requirements
-        narrowed = topology.narrow(st.index, st.pod, st.requirements, reqs)
+        # Pod domains come from the strict requirements: a preferred node affinity may steer the
+        # node, but must not shrink the domains a spread's skew is computed over.
+        narrowed = topology.narrow(st.index, st.pod, st.strict_requirements, reqs)
         if isinstance(narrowed, str):
             return narrowed
-        for key, req in narrowed.items():
-            value = self.requirements.get(key)
-            if value is not None and req is not value and len(req.intersect(value)) == 0:
-                return f"topology requires {req}, node has {value}"
+        if narrowed is not reqs:
+            why = self._topology_fits(reqs, narrowed)
+            if why is not None:
+                return why
         self.remaining = {k: v - st.pod.requests.get(k, 0) for k, v in self.remaining.items()}
         self.pods.append(st)
         self.ports.extend(st.pod.host_ports)
         self.version += 1
         topology.record(st.index, Placed(st.pod, self.requirements, self.taints))
+        return None
+
+    def _topology_fits(self, reqs: Requirements, narrowed: Requirements) -> str | None:
+        """The node's labels must satisfy what topology added: a node without the topology key
+        is in no domain, so it cannot host a pod that needs one (upstream's Compatible check)."""
+        for key, req in narrowed.items():
+            value = self.requirements.get(key)
+            if value is None:
+                if req is not reqs.get(key) and req.operator() not in _NEGATIVE:
+                    return f'node has no "{key}" label, which the pod\'s topology needs'
+            elif req is not value and len(req.intersect(value)) == 0:
+                return f"topology requires {req}, node has {value}"
         return None
 
     def has_room(self, requests: Mapping[str, int]) -> bool:

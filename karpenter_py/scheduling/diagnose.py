@@ -7,6 +7,7 @@ the last error the solve loop recorded (usually topology).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from karpenter_py.model.quantity import Resources, format_resource
@@ -32,7 +33,10 @@ def diagnose(
 
 def _static_reason(st: PodState, idx: PoolIndex, remaining: Resources | None) -> str | None:
     if not idx.types:
-        return "has no usable instance types"
+        if not idx.rejected:
+            return "has no usable instance types (none were given for it)"
+        common = Counter(idx.rejected.values()).most_common(1)[0][0]
+        return f"has no usable instance types ({len(idx.rejected)} rejected, e.g. {common})"
     taint = untolerated(idx.taints, st.tolerations)
     if taint is not None:
         return f"did not tolerate taint {describe(taint)}"

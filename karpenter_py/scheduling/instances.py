@@ -22,6 +22,7 @@ from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_ZONE,
 )
+from karpenter_py.scheduling.hostports import conflict
 from karpenter_py.scheduling.inputs import PoolTemplate
 from karpenter_py.scheduling.requirements import (
     WELL_KNOWN,
@@ -69,8 +70,13 @@ class OfferingClass:
 
 
 def pool_requirements(pool: PoolTemplate) -> Requirements:
-    """NodePool requirements, template labels as In requirements, and the nodepool label itself."""
+    """NodePool requirements, template labels as In requirements, and the labels every NodeClaim
+    of the pool gets: ``karpenter.sh/nodepool`` and the NodeClass label (upstream's
+    ``NodeClassLabelKey``: ``<group>/<lowercased kind>`` = name, e.g. karpenter.k8s.aws/ec2nodeclass)."""
     reqs = Requirements.from_selectors(pool.requirements) & Requirements.from_labels(pool.labels)
+    group, kind, name = pool.node_class_ref
+    if group and kind and name:
+        reqs = reqs.with_req(Req.in_(f"{group}/{kind.lower()}", (name,)))
     return reqs.with_req(Req.in_(LABEL_NODEPOOL, (pool.name,)))
 
 
@@ -101,6 +107,7 @@ class PoolIndex:
         self._req_cache: dict[Req, int] = {}
         self._capacity_index: dict[str, tuple[list[int], list[int]]] = {}
         self._offer_cache: dict[tuple[Req | None, ...], int] = {}
+        self._classes_cache: dict[tuple[Req | None, ...], list[OfferingClass]] = {}
         self.offering_keys = sorted({k for c in self.class_masks for k, _ in c.labels})
 
     # ------------------------------------------------------------------ construction
@@ -169,6 +176,12 @@ class PoolIndex:
                     acc[name] = acc.get(name, 0) + amount
                 if ds.host_ports:
                     self.daemon_ports[i] = self.daemon_ports[i] + ds.host_ports
+        # Each daemonset host port with the types whose nodes would run it, for ports_mask().
+        port_masks: dict[HostPort, int] = {}
+        for i, ports in enumerate(self.daemon_ports):
+            for port in ports:
+                port_masks[port] = port_masks.get(port, 0) | (1 << i)
+        self.daemon_port_masks: list[tuple[HostPort, int]] = list(port_masks.items())
 
     def _build_fit_index(self) -> None:
         """Per resource: types sorted by what is left after daemonsets, with suffix masks."""
@@ -228,6 +241,16 @@ class PoolIndex:
         self._req_cache[req] = mask
         return mask
 
+    def ports_mask(self, wanted: Sequence[HostPort]) -> tuple[int, HostPort | None]:
+        """Types whose daemonsets leave ``wanted`` host ports free, and a port that is not."""
+        mask, clash = self.all, None
+        for port, types in self.daemon_port_masks:
+            hit = conflict((port,), wanted)
+            if hit is not None:
+                mask &= ~types
+                clash = hit
+        return mask, clash
+
     def reqs_mask(self, reqs: Mapping[str, Req]) -> int:
         mask = self.all
         for req in reqs.values():
@@ -268,11 +291,24 @@ class PoolIndex:
                 mask |= 1 << i
         return mask
 
+    def allowed_classes(self, reqs: Mapping[str, Req]) -> list[OfferingClass]:
+        """The offering classes ``reqs`` allows (memoised like ``offering_mask``)."""
+        key = (
+            reqs.get(LABEL_TOPOLOGY_ZONE),
+            reqs.get(LABEL_CAPACITY_TYPE),
+            *(reqs.get(k) for k in self.offering_keys),
+        )
+        cached = self._classes_cache.get(key)
+        if cached is None:
+            cached = [cls for cls in self.class_prices if cls.allowed_by(reqs)]
+            self._classes_cache[key] = cached
+        return cached
+
     def cheapest_offerings(
         self, mask: int, reqs: Mapping[str, Req]
     ) -> list[tuple[float, str, int, Offering]]:
         """(price, name, index, offering) of each type in ``mask`` at its cheapest allowed offering."""
-        allowed = [prices for cls, prices in self.class_prices.items() if cls.allowed_by(reqs)]
+        allowed = [self.class_prices[cls] for cls in self.allowed_classes(reqs)]
         out = []
         for i in iter_bits(mask):
             best: Offering | None = None
@@ -283,6 +319,13 @@ class PoolIndex:
             if best is not None:
                 out.append((best.price, self.types[i].name, i, best))
         return out
+
+    def capacity_types(self, mask: int, reqs: Mapping[str, Req]) -> list[str]:
+        """Capacity types of the available offerings ``reqs`` allows on the types in ``mask``."""
+        masks = self.class_masks
+        return sorted(
+            {cls.capacity_type for cls in self.allowed_classes(reqs) if masks[cls] & mask}
+        )
 
     def max_capacity(self, name: str, mask: int) -> int:
         """The largest capacity of ``name`` among the types in ``mask``."""

@@ -182,18 +182,34 @@ class Req:
             vals = self.values & other.values
         return Req(self.key, complement=False, values=vals, gt=gt, lt=lt, min_values=mv)
 
-    def to_selector(self) -> SelectorRequirement:
+    def with_min_values(self, min_values: int | None) -> Req:
+        """The same allowed values with a different minValues (BestEffort relaxes it)."""
+        return Req(
+            self.key,
+            complement=self.complement,
+            values=self.values,
+            gt=self.gt,
+            lt=self.lt,
+            min_values=min_values,
+        )
+
+    def to_selectors(self) -> tuple[SelectorRequirement, ...]:
+        """This requirement as node selector requirements (ANDed): one, or up to three when a
+        complement also carries integer bounds (``NotIn`` + ``Gt`` + ``Lt``)."""
         op = self.operator()
-        if op in ("In", "NotIn"):
-            return SelectorRequirement(self.key, op, tuple(sorted(self.values)), self.min_values)
-        if op == "Gt" and self.lt is None:
-            return SelectorRequirement(self.key, "Gt", (str(self.gt),), self.min_values)
-        if op == "Lt" or (op == "Gt" and self.gt is None):
-            return SelectorRequirement(self.key, "Lt", (str(self.lt),), self.min_values)
-        if op == "Gt":
-            # Both bounds: express as Gt; the Lt half is added by to_selectors().
-            return SelectorRequirement(self.key, "Gt", (str(self.gt),), self.min_values)
-        return SelectorRequirement(self.key, op, (), self.min_values)
+        mv = self.min_values
+        if op == "In":
+            return (SelectorRequirement(self.key, op, tuple(sorted(self.values)), mv),)
+        if not self.complement:
+            return (SelectorRequirement(self.key, "DoesNotExist", (), mv),)
+        out = []
+        if self.values:
+            out.append(SelectorRequirement(self.key, "NotIn", tuple(sorted(self.values)), mv))
+        if self.gt is not None:
+            out.append(SelectorRequirement(self.key, "Gt", (str(self.gt),), None if out else mv))
+        if self.lt is not None:
+            out.append(SelectorRequirement(self.key, "Lt", (str(self.lt),), None if out else mv))
+        return tuple(out) or (SelectorRequirement(self.key, "Exists", (), mv),)
 
 
 def _within(value: str, gt: int | None, lt: int | None) -> bool:
@@ -297,6 +313,12 @@ class Requirements(Mapping[str, Req]):
         out[req.key] = new
         return Requirements(out)
 
+    def replaced(self, req: Req) -> Requirements:
+        """``req`` in place of whatever this has for its key (no intersection)."""
+        out = dict(self._reqs)
+        out[req.key] = req
+        return Requirements(out)
+
     def without(self, key: str) -> Requirements:
         if key not in self._reqs:
             return self
@@ -313,12 +335,9 @@ class Requirements(Mapping[str, Req]):
         return out
 
     def to_selectors(self) -> tuple[SelectorRequirement, ...]:
-        out = []
+        out: list[SelectorRequirement] = []
         for key in sorted(self._reqs):
-            req = self._reqs[key]
-            out.append(req.to_selector())
-            if req.complement and not req.values and req.gt is not None and req.lt is not None:
-                out.append(SelectorRequirement(key, "Lt", (str(req.lt),), None))
+            out.extend(self._reqs[key].to_selectors())
         return tuple(out)
 
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
 
-from karpenter_py.model.core import HostPort, Pod
+from karpenter_py.model.core import HostPort, Pod, Taint
 from karpenter_py.model.instancetype import Offering
 from karpenter_py.model.labels import (
+    ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -24,7 +27,7 @@ from karpenter_py.model.labels import (
     RESOURCE_MEMORY,
 )
 from karpenter_py.model.quantity import Resources
-from karpenter_py.scheduling.claims import ExistingSlot, NewClaim
+from karpenter_py.scheduling.claims import ExistingSlot, NewClaim, relax_min_values
 from karpenter_py.scheduling.diagnose import diagnose
 from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate, SolveInput
 from karpenter_py.scheduling.instances import PoolIndex, iter_bits
@@ -33,6 +36,8 @@ from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.requirements import Req, Requirements
 from karpenter_py.scheduling.taints import is_ephemeral
 from karpenter_py.scheduling.topology import DomainSource, Placed, Topology
+
+TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
 
 
 def solve(
@@ -96,6 +101,9 @@ class _Solver:
             labels.setdefault(LABEL_HOSTNAME, node.name)
             reqs = Requirements.from_labels(labels)
             taints = node.taints
+            if node.unschedulable and not any(t.key == TAINT_NODE_UNSCHEDULABLE for t in taints):
+                # A cordoned node: the node controller taints it so, and kube-scheduler honours it.
+                taints = (*taints, Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule"))
             if ex.node_pool and not ex.initialized:
                 taints = tuple(t for t in taints if not is_ephemeral(t))
             remaining = dict(node.allocatable)
@@ -192,7 +200,7 @@ class _Solver:
     def _add(self, st: PodState) -> str | None:
         sig = st.signature
         requests = st.pod.requests
-        pre = self.topology.prefilter(st.index, st.pod, st.requirements)
+        pre = self.topology.prefilter(st.index, st.pod, st.strict_requirements)
         check = bool(pre.hostnames or pre.domains)
         for slot in self.slots:
             if check and pre.rules_out(slot.name, slot.requirements):
@@ -231,7 +239,12 @@ class _Solver:
                     else ""
                 )
                 continue
-            claim = NewClaim(idx, f"hostname-placeholder-{len(self.claims):05d}", mask)
+            claim = NewClaim(
+                idx,
+                f"hostname-placeholder-{len(self.claims):05d}",
+                mask,
+                relax_min_values=self.inp.options.min_values_policy == "BestEffort",
+            )
             why = claim.try_add(st, self.topology, st.signature)
             if why is None:
                 self.claims.append(claim)
@@ -254,32 +267,67 @@ class _Solver:
 
     # ------------------------------------------------------------------ results
     def _plan(self, unplaced: list[PodState], errors: dict[int, str]) -> Plan:
-        new_claims = tuple(nc for nc in (self._finalize(c) for c in self.claims) if nc is not None)
+        new_claims = []
+        for claim in self.claims:
+            done = self._finalize(claim)
+            if isinstance(done, str):
+                for st in claim.pods:  # the claim cannot be launched: none of its pods are placed
+                    errors[st.index] = done
+                continue
+            new_claims.append(done)
         existing = tuple(
             ExistingPlacement(s.name, tuple(p.pod for p in s.pods)) for s in self.slots if s.pods
         )
         failed = {st.index: st for st in unplaced}
+        placed: set[int] = set()
+        if any(i not in failed for i in errors):  # rare: rejected pods or dropped claims
+            placed = {st.index for done in new_claims for st in done.states}
+            placed.update(st.index for s in self.slots for st in s.pods)
         pod_errors = []
         for i, pod in enumerate(self.inp.pods):
             if i in failed:
                 pod_errors.append(
                     PodError(pod, diagnose(failed[i], self.indexes, self.limits, errors.get(i, "")))
                 )
-            elif i in errors and not any(i == p.index for c in self.claims for p in c.pods):
+            elif i in errors and i not in placed:
                 pod_errors.append(PodError(pod, errors[i]))
-        return Plan(new_claims, existing, tuple(pod_errors))
+        return Plan(tuple(done.claim for done in new_claims), existing, tuple(pod_errors))
 
-    def _finalize(self, claim: NewClaim) -> NewNodeClaim | None:
+    def _finalize(self, claim: NewClaim) -> _Finalized | str:
+        """The NodeClaim to launch, or why it cannot be (minValues after truncation)."""
         idx = claim.index
         reqs = claim.requirements.without(LABEL_HOSTNAME)
         options = idx.cheapest_offerings(claim.mask, reqs)
         if not options:
-            return None
+            return f'nodepool "{idx.pool.name}": no instance type has an available offering left'
         options.sort(key=lambda o: (o[0], o[1]))
-        options = _truncate(options, reqs, idx, self.inp.options.max_instance_types)
+        relaxed = claim.min_values_relaxed
+        limit = self.inp.options.max_instance_types
+        kept = _truncate(options, reqs, idx, limit)
+        if kept is None:
+            if self.inp.options.min_values_policy != "BestEffort":
+                return (
+                    f'nodepool "{idx.pool.name}" could not meet its minValues requirements with '
+                    f"at most {limit} instance types ({_min_values_summary(reqs)})"
+                )
+            kept = options[:limit]
+            mask = 0
+            for o in kept:
+                mask |= 1 << o[2]
+            reqs = relax_min_values(reqs, idx, mask)
+            relaxed = True
+        if len(kept) == len(options):
+            chosen = claim.mask  # every type in it with an allowed offering is an option
+        else:
+            chosen = 0
+            for o in kept:
+                chosen |= 1 << o[2]
+        options = kept
         _, _, best_i, best = options[0]
         best_type = idx.types[best_i]
         reqs = reqs.with_req(Req.in_(LABEL_INSTANCE_TYPE, (o[1] for o in options)))
+        # As upstream's ToNodeClaim: only the capacity types the kept options can be bought as.
+        reqs = reqs.with_req(Req.in_(LABEL_CAPACITY_TYPE, idx.capacity_types(chosen, reqs)))
         labels = dict(idx.pool.labels)
         labels.update(reqs.single_values())
         for key, values in best_type.requirements.items():
@@ -298,20 +346,31 @@ class _Solver:
         requests = dict(claim.requests)
         for name, amount in overhead.items():
             requests[name] = requests.get(name, 0) + amount
-        return NewNodeClaim(
-            node_pool=idx.pool.name,
-            hostname=claim.hostname,
-            instance_types=tuple(idx.types[o[2]] for o in options),
-            requirements=reqs.to_selectors(),
-            labels=labels,
-            taints=idx.pool.taints,
-            startup_taints=idx.pool.startup_taints,
-            pods=tuple(p.pod for p in claim.pods),
-            requests=requests,
-            instance_type=best_type,
-            offering=best,
-            annotations=dict(idx.pool.annotations),
+        annotations = dict(idx.pool.annotations)
+        annotations[ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED] = "true" if relaxed else "false"
+        return _Finalized(
+            NewNodeClaim(
+                node_pool=idx.pool.name,
+                hostname=claim.hostname,
+                instance_types=tuple(idx.types[o[2]] for o in options),
+                requirements=reqs.to_selectors(),
+                labels=labels,
+                taints=idx.pool.taints,
+                startup_taints=idx.pool.startup_taints,
+                pods=tuple(p.pod for p in claim.pods),
+                requests=requests,
+                instance_type=best_type,
+                offering=best,
+                annotations=annotations,
+            ),
+            tuple(claim.pods),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Finalized:
+    claim: NewNodeClaim
+    states: tuple[PodState, ...]
 
 
 _Option = tuple[float, str, int, Offering]
@@ -319,25 +378,57 @@ _Option = tuple[float, str, int, Offering]
 
 def _truncate(
     options: list[_Option], reqs: Requirements, idx: PoolIndex, limit: int
-) -> list[_Option]:
-    """Keep the cheapest ``limit`` options, more if minValues needs more distinct values."""
+) -> list[_Option] | None:
+    """At most ``limit`` options, cheapest first, still meeting every minValues; None if no such set.
+
+    Upstream keeps the ``limit`` cheapest and fails when they miss a minValues; here the cheapest
+    option of each needed value is taken first and the rest filled by price, so a claim only fails
+    when no ``limit`` types can offer enough distinct values.
+    """
     if len(options) <= limit:
         return options
     kept = options[:limit]
-    for key, req in reqs.items():
-        if req.min_values is None:
-            continue
-        mask = 0
-        for o in kept:
-            mask |= 1 << o[2]
-        extra = iter(options[limit:])
-        while idx.distinct_values(key, req, mask) < req.min_values:
-            nxt = next(extra, None)
-            if nxt is None:
+    wanted = [(key, req) for key, req in reqs.items() if req.min_values is not None]
+    if not wanted or _meets_min_values(kept, wanted, idx):
+        return kept
+    chosen: dict[int, _Option] = {}
+    for key, req in wanted:
+        seen = {v for i in chosen for v in _type_values(idx, i, key) if req.has(v)}
+        for o in options:
+            if len(seen) >= (req.min_values or 0):
                 break
-            kept.append(nxt)
-            mask |= 1 << nxt[2]
-    return kept
+            new = {v for v in _type_values(idx, o[2], key) if req.has(v)} - seen
+            if new:
+                chosen[o[2]] = o
+                seen |= new
+    if len(chosen) > limit:
+        return None
+    for o in options:
+        if len(chosen) >= limit:
+            break
+        chosen.setdefault(o[2], o)
+    kept = sorted(chosen.values(), key=lambda o: (o[0], o[1]))
+    return kept if _meets_min_values(kept, wanted, idx) else None
+
+
+def _type_values(idx: PoolIndex, i: int, key: str) -> frozenset[str]:
+    req = idx.type_reqs[i].get(key)
+    return frozenset() if req is None else req.values
+
+
+def _meets_min_values(
+    options: list[_Option], wanted: list[tuple[str, Req]], idx: PoolIndex
+) -> bool:
+    mask = 0
+    for o in options:
+        mask |= 1 << o[2]
+    return all(idx.distinct_values(key, req, mask) >= (req.min_values or 0) for key, req in wanted)
+
+
+def _min_values_summary(reqs: Requirements) -> str:
+    return ", ".join(
+        f"{key} minValues {req.min_values}" for key, req in sorted(reqs.items()) if req.min_values
+    )
 
 
 def _min_overhead(idx: PoolIndex, chosen: Sequence[int]) -> Resources:

@@ -27,10 +27,11 @@ from karpenter_py.model.core import (
     TopologySpreadConstraint,
 )
 from karpenter_py.model.labels import LABEL_HOSTNAME
-from karpenter_py.scheduling.requirements import Req, Requirements, intersects
+from karpenter_py.scheduling.requirements import WELL_KNOWN, Req, Requirements, compatible
 from karpenter_py.scheduling.taints import untolerated
 
 _MAX: Final = 1 << 31
+LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
 
 
 class Kind(Enum):
@@ -47,7 +48,11 @@ class NodeFilter:
     tolerations: tuple[Toleration, ...] | None  # None: taints ignored
 
     def matches(self, reqs: Mapping[str, Req], taints: Sequence[Taint]) -> bool:
-        if self.terms is not None and not any(intersects(reqs, t) is None for t in self.terms):
+        # As upstream's TopologyNodeFilter: the node must be *compatible* with one of the pod's
+        # terms, so a node without a custom label the pod selects on does not count.
+        if self.terms is not None and not any(
+            not t or compatible(reqs, t, allow_undefined=WELL_KNOWN) is None for t in self.terms
+        ):
             return False
         return self.tolerations is None or untolerated(taints, self.tolerations) is None
 
@@ -84,7 +89,9 @@ class TopologyGroup:
             and pod.namespace not in g.namespaces
             and (
                 g.namespace_selector is None
-                or not g.namespace_selector.matches(namespace_labels.get(pod.namespace, {}))
+                or not g.namespace_selector.matches(
+                    _namespace_labels(namespace_labels, pod.namespace)
+                )
             )
         ):
             return False
@@ -195,6 +202,12 @@ class TopologyGroup:
         return Req.in_(self.key, ok)
 
 
+def _namespace_labels(known: Mapping[str, Mapping[str, str]], namespace: str) -> dict[str, str]:
+    """A namespace's labels, with the ``kubernetes.io/metadata.name`` label the API server always
+    sets, so a namespaceSelector on it works without the caller passing namespace labels."""
+    return {**known.get(namespace, {}), LABEL_NAMESPACE_NAME: namespace}
+
+
 def pod_namespaces(
     pod: Pod, term: PodAffinityTerm
 ) -> tuple[frozenset[str] | None, LabelSelector | None]:
@@ -300,7 +313,9 @@ class Topology:
             self._version += 1
             if count:
                 for p in self.placed:
-                    self._record_one(group, p)
+                    # Pods on their way out do not count (upstream IgnoredForTopology).
+                    if not p.pod.deletion_timestamp:
+                        self._record_one(group, p)
         return group
 
     def _record_one(self, group: TopologyGroup, p: Placed) -> None:
@@ -446,7 +461,11 @@ class Topology:
     def narrow(
         self, index: int, pod: Pod, pod_reqs: Mapping[str, Req], node_reqs: Requirements
     ) -> Requirements | str:
-        """Node requirements narrowed to the domains every relevant group allows, or why none do."""
+        """Node requirements narrowed to the domains every relevant group allows, or why none do.
+
+        ``pod_reqs`` are the pod's strict requirements (nodeSelector and required node affinity):
+        they bound the domains a spread counts; preferences only narrow ``node_reqs``.
+        """
         reqs = node_reqs
         owned = self.owned.get(index, ())
         inverse = self._selecting_groups(pod)[1]
@@ -476,6 +495,11 @@ class Topology:
 
 def _explain(group: TopologyGroup, index: int) -> str:
     g = group.gkey
+    if not group.domains and g.key != LABEL_HOSTNAME:
+        return (
+            f"{group.kind.value} on {g.key}: no NodePool, instance type or node has a value for "
+            f"{g.key}"
+        )
     if group.kind is Kind.SPREAD:
         return f"topology spread constraint on {g.key} (maxSkew {g.max_skew}) cannot be satisfied"
     if group.kind is Kind.AFFINITY:
