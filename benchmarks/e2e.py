@@ -4,8 +4,10 @@
 NodePool like upstream's perf pool (linux, on-demand, under 32 vCPU, kwok catalog), and the real
 ``karpenter-py controller`` in a subprocess. Measured from the moment the Deployments exist:
 
-* ``seconds_to_nodeclaims``: until the NodeClaim count reaches its final value (the controller's
-  share: batching + solving + writes);
+* ``seconds_to_first_nodeclaims``: until the first NodeClaims exist (the controller's own share:
+  batch window + solve + writes);
+* ``seconds_to_nodeclaims``: until the NodeClaim count reaches its final value (later rounds add
+  claims when the kube-scheduler binds pods differently from the plan);
 * ``seconds_to_running``: until every pod is Running (adds ReplicaSet pod creation, kwok nodes,
   kube-scheduler binding, kwok pod status);
 * ``rss_p95_mb`` / ``cpu_avg_cores``: the controller process, sampled from /proc every 0.5 s.
@@ -144,21 +146,18 @@ class ProcSampler:
         return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
 
 
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
 async def setup(client: KubeClient) -> None:
     for f in sorted((REPO / "manifests" / "crds").glob("*.yaml")):
         with contextlib.suppress(AlreadyExistsError):
             await client.create(CRDS, yaml.safe_load(f.read_text()))
     for _ in range(60):
         crds = (await client.list(CRDS)).items
-        ready = [
-            c
-            for c in crds
-            if any(
-                x["type"] == "Established" and x["status"] == "True"
-                for x in c.get("status", {}).get("conditions", [])
-            )
-        ]
-        if len(ready) >= 4:
+        if sum(1 for c in crds if _established(c)) >= 4:
             break
         await asyncio.sleep(0.5)
     await client.create(
@@ -192,11 +191,14 @@ async def measure(
         await asyncio.sleep(0.5)
     final = counts[-1][1] if counts else 0
     to_nodeclaims = next((t for t, n in counts if n == final), None)
+    # The first round's NodeClaims: the controller's own share (batch window + solve + writes).
+    first_round = next((t for t, n in counts if n > 0), None)
     nodes = (await client.list(NODES, label_selector="karpenter.sh/nodepool")).items
     return {
         "pods": total,
         "seconds_to_running": None if running_at is None else round(running_at, 2),
         "seconds_to_nodeclaims": None if to_nodeclaims is None else round(to_nodeclaims, 2),
+        "seconds_to_first_nodeclaims": None if first_round is None else round(first_round, 2),
         "nodeclaims": final,
         "nodes": len(nodes),
         "rss_p95_mb": round(sampler.p95_rss(), 1),

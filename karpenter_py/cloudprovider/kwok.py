@@ -75,6 +75,9 @@ class KwokCloudProvider:
         self._types = {it.name: it for it in instance_types}
         self.registration_delay = registration_delay
         self._unavailable: set[OfferingKey] = set(unavailable)
+        # Listed as available, but launches fail: capacity that vanished between listing and
+        # launching, which is what EC2's InsufficientInstanceCapacity looks like.
+        self._no_capacity: set[OfferingKey] = set()
         self.created: dict[str, str] = {}  # NodeClaim name -> provider ID (launch log, for tests)
 
     @property
@@ -87,6 +90,11 @@ class KwokCloudProvider:
 
     def mark_available(self, instance_type: str, zone: str, capacity_type: str) -> None:
         self._unavailable.discard((instance_type, zone, capacity_type))
+
+    def simulate_insufficient_capacity(
+        self, instance_type: str, zone: str, capacity_type: str
+    ) -> None:
+        self._no_capacity.add((instance_type, zone, capacity_type))
 
     def _offering_available(self, it: InstanceType, o: Offering) -> bool:
         return o.available and (it.name, o.zone, o.capacity_type) not in self._unavailable
@@ -160,25 +168,23 @@ class KwokCloudProvider:
         )
         requests = parse_resources(nodeclaim.spec.resources.requests)
         best: tuple[float, str, InstanceType, Offering] | None = None
+        exhausted: list[OfferingKey] = []
         for it in self._types.values():
             if intersects(type_requirements(it, it.offerings), reqs) is not None:
                 continue
             if not fits(requests, it.allocatable):
                 continue
             for o in it.offerings:
-                if not self._offering_available(it, o):
+                if not self._offering_available(it, o) or not _allows(reqs, o):
                     continue
-                zone, ct = reqs.get(LABEL_TOPOLOGY_ZONE), reqs.get(LABEL_CAPACITY_TYPE)
-                if (zone is not None and not zone.has(o.zone)) or (
-                    ct is not None and not ct.has(o.capacity_type)
-                ):
-                    continue
-                if best is None or (o.price, it.name) < (best[0], best[1]):
+                if (it.name, o.zone, o.capacity_type) in self._no_capacity:
+                    exhausted.append((it.name, o.zone, o.capacity_type))
+                elif best is None or (o.price, it.name) < (best[0], best[1]):
                     best = (o.price, it.name, it, o)
         if best is None:
             raise InsufficientCapacityError(
-                f"no available offering satisfies the requirements of nodeclaim {nodeclaim.metadata.name}",
-                offerings=tuple(sorted(self._unavailable)),
+                f"insufficient capacity for every offering of nodeclaim {nodeclaim.metadata.name}",
+                offerings=tuple(sorted(exhausted)),
             )
         return best[2], best[3]
 
@@ -268,3 +274,8 @@ class KwokCloudProvider:
                 },
             }
         )
+
+
+def _allows(reqs: Requirements, o: Offering) -> bool:
+    zone, ct = reqs.get(LABEL_TOPOLOGY_ZONE), reqs.get(LABEL_CAPACITY_TYPE)
+    return (zone is None or zone.has(o.zone)) and (ct is None or ct.has(o.capacity_type))
