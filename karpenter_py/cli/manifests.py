@@ -69,6 +69,7 @@ from karpenter_py.model.core import (
 )
 from karpenter_py.model.labels import LABEL_NODEPOOL
 from karpenter_py.model.quantity import parse_resources
+from karpenter_py.scheduling.fromstate import reserve_daemonsets
 from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate, pool_template
 
 JSON = dict[str, object]
@@ -721,7 +722,9 @@ def _finish(col: _Collector) -> Manifests:
             continue
         pods_by_node.setdefault(pod.node_name, []).append(pod)
     existing = [
-        dataclasses.replace(node, pods=tuple(pods_by_node.get(name, ())))
+        reserve_daemonsets(
+            dataclasses.replace(node, pods=tuple(pods_by_node.get(name, ()))), col.daemonsets
+        )
         for name, node in capacity.items()
     ]
     namespaces = dict(col.namespaces)

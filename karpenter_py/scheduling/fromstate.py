@@ -53,23 +53,39 @@ def _daemon_fits(ds: Pod, labels: Mapping[str, str], taints: Sequence[Taint]) ->
     return any(compatible(node_reqs, t) is None for t in daemon_requirement_terms(ds))
 
 
+def _daemonset_key(namespace: str, owner_name: str) -> tuple[str, str]:
+    return (namespace, owner_name)
+
+
+def reserve_daemonsets(existing: ExistingNode, daemonsets: Sequence[Pod]) -> ExistingNode:
+    """Reserve room for DaemonSets that will run on the node but have no pod there yet, so new
+    pods do not take it. A DaemonSet is matched to its pods by namespace and name (hand-written
+    manifests carry no UIDs)."""
+    node = existing.node
+    running = {
+        _daemonset_key(p.namespace, o.name)
+        for p in existing.pods
+        for o in p.owners
+        if o.kind == "DaemonSet"
+    }
+    allocatable = dict(node.allocatable)
+    for ds in daemonsets:
+        keys = {_daemonset_key(ds.namespace, o.name) for o in ds.owners if o.kind == "DaemonSet"}
+        if keys & running or not _daemon_fits(ds, node.labels, node.taints):
+            continue
+        for name, amount in ds.requests.items():
+            allocatable[name] = allocatable.get(name, 0) - amount
+    return replace(existing, node=replace(node, allocatable=allocatable))
+
+
 def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod]) -> ExistingNode:
-    """A state node as solver capacity. Daemonsets that will run there but have no pod yet are
-    reserved up front, so new pods do not take their room."""
+    """A state node as solver capacity, daemonsets reserved (except on a NodeClaim that has not
+    launched: its size already includes them)."""
     labels = dict(sn.labels)
     labels.setdefault(LABEL_HOSTNAME, sn.name)
-    allocatable = sn.allocatable
-    if sn.node is not None or (sn.nodeclaim is not None and sn.nodeclaim.status.allocatable):
-        running = {o.uid for p in pods for o in p.owners if o.kind == "DaemonSet"}
-        for ds in daemonsets:
-            ds_uids = {o.uid for o in ds.owners}
-            if ds_uids & running or not _daemon_fits(ds, labels, sn.taints):
-                continue
-            for name, amount in ds.requests.items():
-                allocatable[name] = allocatable.get(name, 0) - amount
     node = sn.node or Node(name=sn.name, labels=labels, taints=sn.taints)
-    node = replace(node, labels=labels, allocatable=allocatable)
-    return ExistingNode(
+    node = replace(node, labels=labels, allocatable=sn.allocatable)
+    existing = ExistingNode(
         node=node,
         pods=tuple(pods),
         node_pool=sn.node_pool,
@@ -77,6 +93,10 @@ def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod])
         in_flight=sn.in_flight,
         marked_for_deletion=sn.marked_for_deletion,
     )
+    launched = sn.node is not None or (
+        sn.nodeclaim is not None and bool(sn.nodeclaim.status.allocatable)
+    )
+    return reserve_daemonsets(existing, daemonsets) if launched else existing
 
 
 def pool_usage(snapshot: Snapshot) -> dict[str, dict[str, int]]:
