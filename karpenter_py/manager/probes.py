@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -110,6 +111,7 @@ class ProbeServers:
         self._requested = (health_port, metrics_port)
         self._shutdown_timeout = shutdown_timeout
         self._runners: list[web.AppRunner] = []
+        self._sockets: list[socket.socket] = []
         self._ports: BoundPorts | None = None
 
     # ------------------------------------------------------------------ handlers
@@ -149,10 +151,18 @@ class ProbeServers:
         )
         await runner.setup()
         self._runners.append(runner)
-        site = web.TCPSite(runner, self.host, port)
-        await site.start()
-        address = runner.addresses[-1]
-        return int(address[1])
+        # We own the listening socket: if we are cancelled inside create_server (after it bound
+        # but before aiohttp recorded the server), stop() still closes it.
+        sock = socket.socket(
+            socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM
+        )
+        self._sockets.append(sock)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+        await web.SockSite(runner, sock).start()
+        return int(sock.getsockname()[1])
 
     async def start(self) -> BoundPorts:
         health_port, metrics_port = self._requested
@@ -178,10 +188,17 @@ class ProbeServers:
     async def stop(self) -> None:
         """Close the listeners; bounded, and safe to call while being cancelled."""
         runners, self._runners = self._runners, []
-        for runner in reversed(runners):
-            await bounded(
-                runner.cleanup(), within=self._shutdown_timeout + 1.0, what="probe server cleanup"
-            )
+        sockets, self._sockets = self._sockets, []
+        try:
+            for runner in reversed(runners):
+                await bounded(
+                    runner.cleanup(),
+                    within=self._shutdown_timeout + 1.0,
+                    what="probe server cleanup",
+                )
+        finally:
+            for sock in sockets:
+                sock.close()
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import aiohttp
 import pytest
@@ -142,3 +143,29 @@ async def test_port_in_use_fails_and_cleans_up():
             await clash.start()
         with pytest.raises(RuntimeError):
             _ = clash.ports
+
+
+async def test_cancelling_at_any_point_of_startup_leaks_no_listening_socket() -> None:
+    """Cancel serve() after 0..N loop turns; every socket it opened must be closed (a leaked one
+    surfaces as an unraisable ResourceWarning, which the suite turns into an error)."""
+    import gc
+
+    from karpenter_py.manager.probes import serve
+    from karpenter_py.obs.metrics import Metrics
+
+    for turns in range(12):
+        task = asyncio.create_task(
+            serve(
+                readiness=lambda: True,
+                metrics=Metrics(),
+                host="127.0.0.1",
+                health_port=0,
+                metrics_port=0,
+            )
+        )
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        gc.collect()
