@@ -125,6 +125,9 @@ class KubeClient:
 
     async def _auth_headers(self) -> dict[str, str]:
         cfg = self.config
+        if cfg.token_source is not None:
+            # Cached by the source; an exec plugin runs (off-loop) only near expiry or after a 401.
+            return {"Authorization": f"Bearer {await cfg.token_source()}"}
         if cfg.token_file and time.monotonic() - self._token_read_at >= self._token_refresh:
             # Projected service-account tokens rotate; client-go re-reads the file every minute.
             try:
@@ -142,6 +145,13 @@ class KubeClient:
             basic = base64.b64encode(f"{cfg.username}:{cfg.password or ''}".encode()).decode()
             return {"Authorization": f"Basic {basic}"}
         return {}
+
+    def _rejected(self, headers: Mapping[str, str]) -> None:
+        """A 401: tell the token source which token failed, so the next request gets a new one."""
+        source = self.config.token_source
+        auth = headers.get("Authorization", "")
+        if source is not None and auth.startswith("Bearer "):
+            source.invalidate(auth.removeprefix("Bearer "))
 
     def _observe(self, verb: str, resource: Resource, status: int, started: float) -> None:
         if self._observer is not None:
@@ -192,6 +202,8 @@ class KubeClient:
         finally:
             self._observe(verb, resource, status, started)
         if status >= 400:
+            if status == 401:
+                self._rejected(headers)
             raise error_from_body(
                 status,
                 raw,
@@ -344,6 +356,8 @@ class KubeClient:
                     )
                     self._observe("watch", resource, resp.status, started)
                     if resp.status != 200:
+                        if resp.status == 401:
+                            self._rejected(headers)
                         raw = await resp.read()
                         raise error_from_body(
                             resp.status,

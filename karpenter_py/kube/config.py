@@ -3,8 +3,10 @@
 Sources, in controller-runtime's order: an explicit kubeconfig path, ``$KUBECONFIG`` (a
 ``os.pathsep`` list, merged first-wins like kubectl), the in-cluster service account, then
 ``~/.kube/config``. Loading is synchronous file I/O meant for start-up (or ``asyncio.to_thread``).
-Supported credentials: bearer token (inline or ``tokenFile``), client certificate, basic auth.
-``exec`` and ``auth-provider`` plugins are refused with a clear error rather than half-supported.
+Supported credentials: bearer token (inline or ``tokenFile``), client certificate, basic auth,
+and ``exec`` credential plugins that return a token (:mod:`karpenter_py.kube.execauth`). As in
+client-go, an explicit token, basic auth or client certificate takes precedence over ``exec``.
+``auth-provider`` (removed from client-go in 1.26) is refused with a clear error.
 """
 
 from __future__ import annotations
@@ -16,15 +18,28 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
+
+from karpenter_py.aio.clock import Clock
+from karpenter_py.kube.execauth import ExecTokenSource
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 class ConfigError(Exception):
     """The kubeconfig is missing, malformed, or asks for something we do not support."""
+
+
+class TokenSource(Protocol):
+    """A bearer token that changes over time (e.g. an ``exec`` plugin's). The client awaits it
+    before every request, so it must cache; it raises a ``KubeError`` when no token is to be had.
+    ``invalidate(token)`` tells it the apiserver answered 401 for that token."""
+
+    async def __call__(self) -> str: ...
+
+    def invalidate(self, token: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +54,7 @@ class KubeConfig:
     client_key_pem: bytes | None = None
     username: str | None = None
     password: str | None = None
+    token_source: TokenSource | None = None  # fresh bearer tokens (exec plugin); beats `token`
     namespace: str = "default"
     source: str = ""  # where this came from, for logs
 
@@ -119,9 +135,14 @@ def _merge(docs: Sequence[tuple[Path, dict[str, Any]]]) -> tuple[dict[str, Any],
 
 
 def load_kubeconfig(
-    paths: Sequence[str | os.PathLike[str]], *, context: str | None = None
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    context: str | None = None,
+    clock: Clock | None = None,
 ) -> KubeConfig:
-    """Load one or more kubeconfig files (merged) and resolve ``context`` (default: current)."""
+    """Load one or more kubeconfig files (merged) and resolve ``context`` (default: current).
+
+    ``clock`` is what an ``exec`` token source judges expiry by (default: the real clock)."""
     docs: list[tuple[Path, dict[str, Any]]] = []
     for p in paths:
         path = Path(p).expanduser()
@@ -145,7 +166,9 @@ def load_kubeconfig(
     user = _named(cfg["users"], user_name, "user") if user_name else {}
     cbase = base_of.get(f"clusters/{cluster_name}", docs[0][0].parent)
     ubase = base_of.get(f"users/{user_name}", docs[0][0].parent)
-    return _from_entries(cluster, user, cbase, ubase, ctx, source=f"kubeconfig context {ctx_name}")
+    return _from_entries(
+        cluster, user, cbase, ubase, ctx, source=f"kubeconfig context {ctx_name}", clock=clock
+    )
 
 
 def _from_entries(
@@ -156,12 +179,19 @@ def _from_entries(
     ctx: Mapping[str, Any],
     *,
     source: str,
+    clock: Clock | None = None,
 ) -> KubeConfig:
     server = str(cluster.get("server") or "")
     if not server:
         raise ConfigError("kubeconfig cluster has no server")
-    if "exec" in user or "auth-provider" in user:
-        raise ConfigError("kubeconfig users with exec/auth-provider plugins are not supported")
+    user_name = ctx.get("user")
+    if "auth-provider" in user:
+        provider = user["auth-provider"]
+        kind = provider.get("name") if isinstance(provider, Mapping) else None
+        raise ConfigError(
+            f"kubeconfig user {user_name!r} uses auth-provider {kind!r}, which client-go removed "
+            "in 1.26; use an exec credential plugin instead (e.g. gke-gcloud-auth-plugin, kubelogin)"
+        )
     ca = _read_bytes(
         cluster.get("certificate-authority-data"),
         cluster.get("certificate-authority"),
@@ -182,6 +212,10 @@ def _from_entries(
     token_file = user.get("tokenFile")
     if token_file and not Path(str(token_file)).is_absolute():
         token_file = str(ubase / str(token_file))
+    token_source: TokenSource | None = None
+    explicit = user.get("token") or token_file or user.get("username") or cert is not None
+    if user.get("exec") is not None and not explicit:  # client-go: explicit credentials win
+        token_source = _exec_source(user["exec"], ubase, user_name, clock)
     return KubeConfig(
         server=server.rstrip("/"),
         ca_pem=ca.decode() if ca else None,
@@ -193,9 +227,21 @@ def _from_entries(
         client_key_pem=key,
         username=user.get("username") or None,
         password=user.get("password") or None,
+        token_source=token_source,
         namespace=str(ctx.get("namespace") or "default"),
         source=source,
     )
+
+
+def _exec_source(
+    exec_config: Any, ubase: Path, user_name: object, clock: Clock | None
+) -> ExecTokenSource:
+    if not isinstance(exec_config, Mapping):
+        raise ConfigError(f"kubeconfig user {user_name!r}: exec must be a mapping")
+    try:
+        return ExecTokenSource(exec_config, base=ubase, clock=clock)
+    except ValueError as e:
+        raise ConfigError(f"kubeconfig user {user_name!r}: {e}") from e
 
 
 # ----------------------------------------------------------------------------- in-cluster
@@ -233,20 +279,23 @@ def load_incluster(
 
 
 def load_config(
-    path: str | os.PathLike[str] | None = None, *, context: str | None = None
+    path: str | os.PathLike[str] | None = None,
+    *,
+    context: str | None = None,
+    clock: Clock | None = None,
 ) -> KubeConfig:
     """Resolve the config the way controller-runtime does (see the module docstring)."""
     if path:
-        return load_kubeconfig([path], context=context)
+        return load_kubeconfig([path], context=context, clock=clock)
     env_paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if env_paths:
         existing = [p for p in env_paths if Path(p).expanduser().is_file()]
         if not existing:
             raise ConfigError(f"KUBECONFIG names no existing file: {env_paths}")
-        return load_kubeconfig(existing, context=context)
+        return load_kubeconfig(existing, context=context, clock=clock)
     if in_cluster_available():
         return load_incluster()
     home = Path("~/.kube/config").expanduser()
     if home.is_file():
-        return load_kubeconfig([home], context=context)
+        return load_kubeconfig([home], context=context, clock=clock)
     raise ConfigError("no kubeconfig: pass a path, set KUBECONFIG, or run in a cluster")
