@@ -11,6 +11,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock, RealClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
@@ -30,10 +32,13 @@ from karpenter_py.kube.events import EventRecorder, object_ref
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import (
     DAEMONSETS,
+    EC2NODECLASSES,
+    KWOKNODECLASSES,
     NAMESPACES,
     NODECLAIMS,
     NODEPOOLS,
     NODES,
+    PODDISRUPTIONBUDGETS,
     PODS,
     Resource,
 )
@@ -42,22 +47,33 @@ from karpenter_py.manager.adapters import KubeNodeAPI, KubeNodeClaimWriter
 from karpenter_py.manager.leader import LeaderElector, Leadership, default_identity
 from karpenter_py.manager.probes import serve
 from karpenter_py.manager.settings import Settings
+from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
+from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.catalog import instance_types_from_kwok_json, kwok_catalog
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import AWS_GROUP, KWOK_GROUP
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import (
     DaemonSetSink,
     NodeClaimSink,
+    NodeClassSink,
     NodePoolSink,
     NodeSink,
+    PDBSink,
     PodSink,
     object_key,
 )
 
 log = logging.getLogger("karpenter.manager")
+
+# NodeClass kinds a provider may declare: where they live in the API and how to read them.
+NODECLASS_KINDS: dict[tuple[str, str], tuple[Resource, type[BaseModel]]] = {
+    (KWOK_GROUP, "KWOKNodeClass"): (KWOKNODECLASSES, KWOKNodeClass),
+    (AWS_GROUP, "EC2NodeClass"): (EC2NODECLASSES, EC2NodeClass),
+}
 
 
 def kwok_instance_types(path: str) -> list[InstanceType]:
@@ -215,8 +231,19 @@ class App:
                 [NodePoolSink(c), CallbackSink(on_upsert=self.counter.on_nodepool)],
             ),
             self._reflector(DAEMONSETS, "daemonsets", [DaemonSetSink(c)]),
+            self._reflector(PODDISRUPTIONBUDGETS, "pdbs", [PDBSink(c)]),
+            *self._nodeclass_reflectors(),
             self._reflector(NAMESPACES, "namespaces", [CallbackSink(on_upsert=self._on_namespace)]),
         ]
+
+    def _nodeclass_reflectors(self) -> list[Reflector]:
+        """One reflector per NodeClass kind the cloud provider supports."""
+        out = []
+        for ref in self.cloud.supported_node_classes():
+            resource, model = NODECLASS_KINDS[(ref.group, ref.kind)]
+            sink = NodeClassSink(self.cluster, group=ref.group, kind=ref.kind, model=model)
+            out.append(self._reflector(resource, resource.plural, [sink]))
+        return out
 
     def _on_pod(self, obj: KubeObject) -> None:
         pod = self.cluster.pods.get(object_key(obj))

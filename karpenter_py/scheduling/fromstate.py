@@ -120,6 +120,21 @@ def pool_usage(snapshot: Snapshot) -> dict[str, dict[str, int]]:
     return usage
 
 
+def nodeclass_key(np: NodePool) -> tuple[str, str, str]:
+    ref = np.spec.template.spec.node_class_ref
+    return (ref.group, ref.kind, ref.name)
+
+
+def provisionable_pools(snapshot: Snapshot) -> list[NodePool]:
+    """NodePools that may launch now: not being deleted, NodeClass present and Ready."""
+    return [
+        np
+        for np in snapshot.nodepools.values()
+        if np.metadata.deletion_timestamp is None
+        and snapshot.nodeclasses.get(nodeclass_key(np), False)
+    ]
+
+
 def solve_input(
     snapshot: Snapshot,
     *,
@@ -131,8 +146,7 @@ def solve_input(
     usage = pool_usage(snapshot)
     pools = [
         replace(pool_from_nodepool(np), usage=usage.get(np.metadata.name or "", {}))
-        for np in snapshot.nodepools.values()
-        if np.metadata.deletion_timestamp is None
+        for np in provisionable_pools(snapshot)
     ]
     existing = [
         existing_node(sn, snapshot.pods_by_node.get(sn.name, ()), snapshot.daemonsets)

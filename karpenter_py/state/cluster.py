@@ -13,10 +13,13 @@ from datetime import datetime
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod
+from karpenter_py.state.pdb import PodDisruptionBudget
 from karpenter_py.state.snapshot import Snapshot, is_provisionable, is_reschedulable
 from karpenter_py.state.statenode import StateNode
 
-KINDS = ("nodes", "nodeclaims", "pods", "nodepools", "daemonsets")
+KINDS = ("nodes", "nodeclaims", "pods", "nodepools", "daemonsets", "nodeclasses")
+
+NodeClassKey = tuple[str, str, str]  # group, kind, name
 
 
 class Cluster:
@@ -27,7 +30,11 @@ class Cluster:
         self.nodepools: dict[str, NodePool] = {}
         self.daemonsets: dict[str, Pod] = {}  # DaemonSet key -> a pod built from its template
         self.namespace_labels: dict[str, dict[str, str]] = {}
-        self.invalid: dict[str, str] = {}  # "kind/key" -> why the object could not be parsed
+        self.invalid: dict[str, str] = {}
+        self.nodeclasses: dict[NodeClassKey, bool] = {}  # -> Ready
+        self.pdbs: dict[
+            str, PodDisruptionBudget
+        ] = {}  # "kind/key" -> why the object could not be parsed
         self._pods_by_node: dict[str, set[str]] = {}
         self._synced: set[str] = set()
         self._deleting: set[str] = set()  # NodeClaim names marked for deletion
@@ -119,6 +126,28 @@ class Cluster:
     def replace_daemonsets(self, templates: Mapping[str, Pod]) -> None:
         self.daemonsets = dict(templates)
         self.generation += 1
+
+    def upsert_nodeclass(self, key: NodeClassKey, ready: bool) -> None:
+        self.nodeclasses[key] = ready
+        self.generation += 1
+
+    def delete_nodeclass(self, key: NodeClassKey) -> None:
+        self.nodeclasses.pop(key, None)
+        self.generation += 1
+
+    def replace_nodeclasses(self, group: str, kind: str, ready: Mapping[str, bool]) -> None:
+        self.nodeclasses = {k: v for k, v in self.nodeclasses.items() if k[:2] != (group, kind)}
+        self.nodeclasses.update({(group, kind, name): r for name, r in ready.items()})
+        self.generation += 1
+
+    def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
+        self.pdbs[pdb.key] = pdb
+
+    def delete_pdb(self, key: str) -> None:
+        self.pdbs.pop(key, None)
+
+    def replace_pdbs(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
+        self.pdbs = {p.key: p for p in pdbs}
 
     # ------------------------------------------------------------------ decisions' bookkeeping
     def mark_for_deletion(self, *nodeclaim_names: str) -> None:
@@ -216,4 +245,5 @@ class Cluster:
             daemonsets=tuple(self.daemonsets.values()),
             namespace_labels={k: dict(v) for k, v in self.namespace_labels.items()},
             reserved={k: dict(v) for k, v in self._reserved.items() if k in self.nodeclaims},
+            nodeclasses=dict(self.nodeclasses),
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
@@ -18,11 +18,13 @@ from karpenter_py.model.core import (
     Node,
     ParseError,
     Pod,
+    label_selector_from_dict,
     node_from_dict,
     pod_from_dict,
     pod_from_parts,
 )
 from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.pdb import PodDisruptionBudget
 
 RawObject = Mapping[str, object]
 T = TypeVar("T")
@@ -178,3 +180,71 @@ class DaemonSetSink(_Sink[Pod]):
     def replace(self, objs: Sequence[RawObject]) -> None:
         parsed = {object_key(o): p for o in objs if (p := self._parse(o)) is not None}
         self.cluster.replace_daemonsets(parsed)
+
+
+class NodeClassSink(_Sink[tuple[str, bool]]):
+    """Readiness of one NodeClass kind (EC2NodeClass, KWOKNodeClass): NodePools whose class is
+    missing or not Ready are not provisioned for, as upstream does."""
+
+    kind = "nodeclasses"
+
+    def __init__(self, cluster: Cluster, *, group: str, kind: str, model: type[BaseModel]) -> None:
+        super().__init__(cluster)
+        self.group, self.nodeclass_kind, self.model = group, kind, model
+
+    def parse(self, obj: RawObject) -> tuple[str, bool]:
+        parsed = self.model.model_validate(obj)
+        status = getattr(parsed, "status", None)
+        ready = bool(status is not None and status.is_true("Ready"))
+        return object_key(obj), ready
+
+    def upsert(self, obj: RawObject) -> None:
+        parsed = self._parse(obj)
+        name = object_key(obj)
+        self.cluster.upsert_nodeclass(
+            (self.group, self.nodeclass_kind, name), parsed is not None and parsed[1]
+        )
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_nodeclass((self.group, self.nodeclass_kind, object_key(obj)))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_nodeclasses(
+            self.group, self.nodeclass_kind, dict(self._parse_all(objs))
+        )
+
+
+def pdb_from_dict(obj: RawObject) -> PodDisruptionBudget:
+    meta = _meta(obj)
+    spec = obj.get("spec")
+    status = obj.get("status")
+    spec = cast("Mapping[str, object]", spec) if isinstance(spec, dict) else {}
+    status = cast("Mapping[str, object]", status) if isinstance(status, dict) else {}
+    raw_selector = spec.get("selector")
+    allowed = status.get("disruptionsAllowed", 0)
+    return PodDisruptionBudget(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name")),
+        selector=None
+        if raw_selector is None
+        else label_selector_from_dict(raw_selector, "spec.selector"),
+        disruptions_allowed=allowed if isinstance(allowed, int) else 0,
+    )
+
+
+class PDBSink(_Sink[PodDisruptionBudget]):
+    kind = "pdbs"
+
+    def parse(self, obj: RawObject) -> PodDisruptionBudget:
+        return pdb_from_dict(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        pdb = self._parse(obj)
+        if pdb is not None:
+            self.cluster.upsert_pdb(pdb)
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_pdb(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_pdbs(self._parse_all(objs))

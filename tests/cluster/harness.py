@@ -74,6 +74,7 @@ from karpenter_py.kube import (
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.launcher.launch import Launcher
 from karpenter_py.manager.adapters import KubeNodeAPI
+from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.labels import KWOK_GROUP, LABEL_NODEPOOL
 from karpenter_py.obs.metrics import Metrics
@@ -81,6 +82,7 @@ from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import (
     DaemonSetSink,
     NodeClaimSink,
+    NodeClassSink,
     NodePoolSink,
     NodeSink,
     PodSink,
@@ -210,12 +212,16 @@ async def install_crds(client: KubeClient, crd_dir: Path = CRD_DIR) -> None:
 class Harness:
     """A Cluster kept current by reflectors, plus controller triggers and task ownership."""
 
-    KINDS: tuple[tuple[Resource, type[Any]], ...] = (
+    KINDS: tuple[tuple[Resource, Callable[[Cluster], Any]], ...] = (
         (NODES, NodeSink),
         (NODECLAIMS, NodeClaimSink),
         (PODS, PodSink),
         (NODEPOOLS, NodePoolSink),
         (DAEMONSETS, DaemonSetSink),
+        (
+            KWOKNODECLASSES,
+            lambda c: NodeClassSink(c, group=KWOK_GROUP, kind="KWOKNodeClass", model=KWOKNodeClass),
+        ),
     )
 
     def __init__(self, client: KubeClient) -> None:

@@ -24,7 +24,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
-from karpenter_py.scheduling.fromstate import solve_input
+from karpenter_py.scheduling.fromstate import nodeclass_key, provisionable_pools, solve_input
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
 from karpenter_py.scheduling.scheduler import solve
@@ -138,7 +138,17 @@ class Provisioner:
         snapshot = self.cluster.snapshot(self.clock.now())
         if not snapshot.pending and not snapshot.reschedulable:
             return self._finish(RoundResult(0, (), 0, 0, time.perf_counter() - started))
-        types = await self._instance_types(snapshot.nodepools)
+        ready = {np.metadata.name for np in provisionable_pools(snapshot)}
+        for name, np in snapshot.nodepools.items():
+            if name not in ready and np.metadata.deletion_timestamp is None:
+                _, kind, nc = nodeclass_key(np)
+                log.info(
+                    "skipping nodepool: its nodeclass is missing or not Ready",
+                    extra={"nodepool": name, "nodeclass": f"{kind}/{nc}"},
+                )
+        types = await self._instance_types(
+            {n: np for n, np in snapshot.nodepools.items() if n in ready}
+        )
         inp = solve_input(snapshot, instance_types=types, options=self.options)
         if len(inp.pods) > THREAD_THRESHOLD:
             plan = await asyncio.to_thread(solve, inp, namespace_labels=snapshot.namespace_labels)

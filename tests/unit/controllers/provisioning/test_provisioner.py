@@ -113,11 +113,12 @@ def provisioner(cluster: Cluster, writer: FakeWriter) -> Provisioner:
     )
 
 
-def synced_cluster(np: NodePool, pods: int, cpu: str = "1") -> Cluster:
+def synced_cluster(np: NodePool, pods: int, cpu: str = "1", *, ready: bool = True) -> Cluster:
     cluster = Cluster()
     cluster.upsert_nodepool(np)
     for i in range(pods):
         cluster.upsert_pod(pending(f"p{i}", cpu))
+    cluster.upsert_nodeclass(("karpenter.kwok.sh", "KWOKNodeClass", "default"), ready)
     for kind in KINDS:
         cluster.mark_synced(kind)
     return cluster
@@ -184,6 +185,16 @@ async def test_limits_hold_across_rounds(
         assert len(writer.created) == expected_claims
         assert second.created == ()
         assert second.errors > 0
+
+
+@pytest.mark.parametrize("ready", [False, None])
+async def test_no_launches_for_a_pool_whose_nodeclass_is_not_ready_or_missing(ready: bool | None) -> None:
+    cluster, writer = synced_cluster(nodepool(), 3, ready=bool(ready)), FakeWriter()
+    if ready is None:
+        cluster.delete_nodeclass(("karpenter.kwok.sh", "KWOKNodeClass", "default"))
+    result = await provisioner(cluster, writer).provision()
+    assert writer.created == []
+    assert result.errors == 3
 
 
 async def test_nothing_pending_writes_nothing() -> None:
