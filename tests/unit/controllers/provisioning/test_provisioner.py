@@ -188,7 +188,9 @@ async def test_limits_hold_across_rounds(
 
 
 @pytest.mark.parametrize("ready", [False, None])
-async def test_no_launches_for_a_pool_whose_nodeclass_is_not_ready_or_missing(ready: bool | None) -> None:
+async def test_no_launches_for_a_pool_whose_nodeclass_is_not_ready_or_missing(
+    ready: bool | None,
+) -> None:
     cluster, writer = synced_cluster(nodepool(), 3, ready=bool(ready)), FakeWriter()
     if ready is None:
         cluster.delete_nodeclass(("karpenter.kwok.sh", "KWOKNodeClass", "default"))
