@@ -3,12 +3,19 @@
 Shared by every controller package (they never import each other). A reconciler returns a
 ``Result`` (requeue after a delay, or nothing); an exception requeues the key with per-key
 exponential backoff, as controller-runtime does, and is logged once per failure.
+
+With a :class:`WorkerMetrics` (``obs.metrics.Metrics`` is one), every reconcile is counted and
+timed by result (``controller_runtime_reconcile_*``), and the queue reports its depth, adds,
+retries and in-progress work (``workqueue_*``) every ``report_interval`` seconds and on exit.
+Result values are controller-runtime's: ``success``, ``requeue_after`` (a ``Result`` with a
+delay), ``requeue`` (a write conflict, retried quietly) and ``error`` (any other exception).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +38,23 @@ class Reconciler(Protocol):
     async def reconcile(self, key: str) -> Result | None: ...
 
 
+class WorkerMetrics(Protocol):
+    """Where :func:`run_workers` reports; ``obs.metrics.Metrics`` satisfies it."""
+
+    def observe_reconcile(self, controller: str, result: str, seconds: float) -> None: ...
+
+    def observe_workqueue(
+        self,
+        name: str,
+        *,
+        depth: int,
+        adds: int,
+        retries: int,
+        unfinished_seconds: float,
+        longest_running_seconds: float,
+    ) -> None: ...
+
+
 def new_queue(name: str, *, base: float = 0.1, maximum: float = 10.0) -> WorkQueue[str]:
     """A queue whose failed keys back off from ``base`` to ``maximum`` seconds."""
     return WorkQueue[str](
@@ -38,32 +62,100 @@ def new_queue(name: str, *, base: float = 0.1, maximum: float = 10.0) -> WorkQue
     )
 
 
-async def run_workers(reconciler: Reconciler, queue: WorkQueue[str], *, workers: int = 10) -> None:
-    """Process keys until the queue closes or the caller is cancelled."""
+async def _reconcile_one(reconciler: Reconciler, queue: WorkQueue[str], key: str) -> str:
+    """Reconcile ``key`` and requeue it as its outcome asks; returns the outcome's name."""
+    try:
+        result = await reconciler.reconcile(key)
+    except asyncio.CancelledError:
+        raise
+    except ConflictError:
+        # Our cached copy was stale; the watch will catch up. Retry soon, quietly.
+        queue.add_rate_limited(key)
+        return "requeue"
+    except Exception:
+        log.exception("reconcile failed", extra={"controller": reconciler.name, "key": key})
+        queue.add_rate_limited(key)
+        return "error"
+    queue.forget(key)
+    if result is not None and result.requeue_after is not None:
+        queue.add_after(key, result.requeue_after)
+        return "requeue_after"
+    return "success"
 
-    async def worker() -> None:
+
+class _QueueReport:
+    """What one queue's workers tell :class:`WorkerMetrics`: each reconcile as it ends, and the
+    queue's state (in-progress work included) on :meth:`report`."""
+
+    def __init__(self, name: str, queue: WorkQueue[str], metrics: WorkerMetrics) -> None:
+        self.name = name
+        self.queue = queue
+        self.metrics = metrics
+        self.started: dict[int, float] = {}  # worker slot -> when its current reconcile began
+        self.retries = 0  # rate-limited re-adds since the last report
+        self.adds_reported = 0
+
+    def begin(self, slot: int) -> None:
+        self.started[slot] = time.perf_counter()
+
+    def end(self, slot: int, outcome: str) -> None:
+        began = self.started.pop(slot)
+        if outcome in ("error", "requeue"):
+            self.retries += 1
+        self.metrics.observe_reconcile(self.name, outcome, time.perf_counter() - began)
+
+    def report(self) -> None:
+        stats = self.queue.statistics()
+        now = time.perf_counter()
+        running = [now - t for t in self.started.values()]
+        self.metrics.observe_workqueue(
+            self.name,
+            depth=stats.queued,
+            adds=stats.adds - self.adds_reported,
+            retries=self.retries,
+            unfinished_seconds=sum(running),
+            longest_running_seconds=max(running, default=0.0),
+        )
+        self.adds_reported, self.retries = stats.adds, 0
+
+    async def run(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.report()
+
+
+async def run_workers(
+    reconciler: Reconciler,
+    queue: WorkQueue[str],
+    *,
+    workers: int = 10,
+    metrics: WorkerMetrics | None = None,
+    report_interval: float = 1.0,
+) -> None:
+    """Process keys until the queue closes or the caller is cancelled."""
+    report = _QueueReport(reconciler.name, queue, metrics) if metrics is not None else None
+
+    async def worker(slot: int) -> None:
         while True:
             try:
                 key = await queue.get()
             except QueueClosedError:
                 return
+            if report is not None:
+                report.begin(slot)
             try:
-                result = await reconciler.reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except ConflictError:
-                # Our cached copy was stale; the watch will catch up. Retry soon, quietly.
-                queue.add_rate_limited(key)
-            except Exception:
-                log.exception("reconcile failed", extra={"controller": reconciler.name, "key": key})
-                queue.add_rate_limited(key)
-            else:
-                queue.forget(key)
-                if result is not None and result.requeue_after is not None:
-                    queue.add_after(key, result.requeue_after)
+                outcome = await _reconcile_one(reconciler, queue, key)
             finally:
                 queue.done(key)
+            if report is not None:
+                report.end(slot, outcome)
 
     async with asyncio.TaskGroup() as tg:
-        for _ in range(workers):
-            tg.create_task(worker())
+        ticker = tg.create_task(report.run(report_interval)) if report is not None else None
+        async with asyncio.TaskGroup() as pool:
+            for slot in range(workers):
+                pool.create_task(worker(slot))
+        if ticker is not None:
+            ticker.cancel()  # the queue closed and every worker returned
+    if report is not None:
+        report.report()

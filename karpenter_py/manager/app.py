@@ -20,6 +20,7 @@ from karpenter_py.cloudprovider.protocol import CloudProvider
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
+from karpenter_py.controllers.nodepool.readiness import NodePoolReadiness
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
 from karpenter_py.controllers.termination.eviction import EvictionQueue
 from karpenter_py.controllers.termination.node import NodeTermination
@@ -47,6 +48,7 @@ from karpenter_py.manager.adapters import KubeNodeAPI, KubeNodeClaimWriter
 from karpenter_py.manager.leader import LeaderElector, Leadership, default_identity
 from karpenter_py.manager.probes import serve
 from karpenter_py.manager.settings import Settings
+from karpenter_py.manager.statemetrics import SchedulingMetrics, run_state_metrics
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.catalog import instance_types_from_kwok_json, kwok_catalog
@@ -133,6 +135,7 @@ class App:
         )
         self.recorder = EventRecorder(client, clock=self.clock)
         self.launcher = Launcher(self.cloud, clock=self.clock, metrics=self.metrics)
+        self.scheduling_metrics = SchedulingMetrics(self.metrics, self.cluster, self.clock)
         self.batcher: Batcher[str] = Batcher(
             idle=settings.batch_idle_duration, max_window=settings.batch_max_duration
         )
@@ -148,6 +151,7 @@ class App:
             ),
             offerings=self.launcher.unavailable,
             events=ProvisioningEvents(self.recorder, self.metrics),
+            observe=self.scheduling_metrics.observe_round,
         )
         self._build_lifecycle()
         self.reflectors = self._reflectors()
@@ -174,7 +178,8 @@ class App:
         self.node_termination = NodeTermination(
             client, cluster, cloud, self.evictions, rec, clock=clock, metrics=metrics
         )
-        self.counter = NodePoolCounter(client, cluster, clock=clock)
+        self.readiness = NodePoolReadiness(client, cluster, clock=clock, metrics=metrics)
+        self.counter = NodePoolCounter(client, cluster, clock=clock, metrics=metrics)
 
     # ------------------------------------------------------------------ wiring
     def _reflector(self, resource: Resource, name: str, sinks: Sequence[Sink]) -> Reflector:
@@ -228,7 +233,11 @@ class App:
             self._reflector(
                 NODEPOOLS,
                 "nodepools",
-                [NodePoolSink(c), CallbackSink(on_upsert=self.counter.on_nodepool)],
+                [
+                    NodePoolSink(c),
+                    CallbackSink(on_upsert=self.counter.on_nodepool),
+                    CallbackSink(on_upsert=self.readiness.on_nodepool),
+                ],
             ),
             self._reflector(DAEMONSETS, "daemonsets", [DaemonSetSink(c)]),
             self._reflector(PODDISRUPTIONBUDGETS, "pdbs", [PDBSink(c)]),
@@ -242,12 +251,16 @@ class App:
         for ref in self.cloud.supported_node_classes():
             resource, model = NODECLASS_KINDS[(ref.group, ref.kind)]
             sink = NodeClassSink(self.cluster, group=ref.group, kind=ref.kind, model=model)
-            out.append(self._reflector(resource, resource.plural, [sink]))
+            readiness = CallbackSink(
+                on_upsert=self.readiness.on_nodeclass, on_delete=self.readiness.on_nodeclass
+            )
+            out.append(self._reflector(resource, resource.plural, [sink, readiness]))
         return out
 
     def _on_pod(self, obj: KubeObject) -> None:
         pod = self.cluster.pods.get(object_key(obj))
         if pod is not None:
+            self.scheduling_metrics.pod_seen(pod)
             self.provisioner.on_pod(pod)
 
     def _on_node(self, obj: KubeObject) -> None:
@@ -278,9 +291,11 @@ class App:
             tg.create_task(self.evictions.run())
             tg.create_task(self.node_termination.run())
             tg.create_task(self.counter.run())
+            tg.create_task(self.readiness.run())
 
     async def run(self, *, identity: str | None = None, host: str = "0.0.0.0") -> None:
-        """Probes and informers on every replica; decisions only while leading.
+        """Probes, informers and cluster-state metrics on every replica; decisions only while
+        leading.
 
         Losing the Lease raises ``LeadershipLost`` out of the TaskGroup: the process exits and
         its pod restarts as a standby, as controller-runtime does.
@@ -297,6 +312,11 @@ class App:
                 )
             )
             tg.create_task(self.run_informers())
+            tg.create_task(
+                run_state_metrics(
+                    self.cluster, self.metrics, self.clock, scheduling=self.scheduling_metrics
+                )
+            )
             if s.disable_leader_election:
                 leadership = Leadership.unconditional()
             else:

@@ -17,6 +17,7 @@ names are kept and filled with the Python equivalents.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from collections.abc import Sequence
 from typing import Final
@@ -35,6 +36,7 @@ __all__ = [
     "CONTENT_TYPE",
     "DURATION_BUCKETS",
     "POD_STATE_LABELS",
+    "RECONCILE_RESULTS",
     "Counter",
     "Gauge",
     "Histogram",
@@ -80,6 +82,9 @@ POD_STATE_LABELS: Final[tuple[str, ...]] = (
     "instance_type",
     "phase",
 )
+
+# controller-runtime's values for controller_runtime_reconcile_total{result}.
+RECONCILE_RESULTS: Final[tuple[str, ...]] = ("success", "error", "requeue", "requeue_after")
 
 _HTTP_METHOD: Final = {
     "get": "GET",
@@ -387,6 +392,40 @@ class Metrics:
         for family in self.registry.collect():
             out.add(f"{family.name}_total" if family.type == "counter" else family.name)
         return out
+
+    @staticmethod
+    def remove_series(metric: Gauge, labels: Sequence[str]) -> None:
+        """Drop one labelled series (by label values, in declaration order) if it exists."""
+        with contextlib.suppress(KeyError):
+            metric.remove(*labels)
+
+    def observe_reconcile(self, controller: str, result: str, seconds: float) -> None:
+        """One work item reconciled: controller-runtime's reconcile metrics and the work queue's
+        work duration (taken to done). ``result`` is one of :data:`RECONCILE_RESULTS`."""
+        self.reconcile_total.labels(controller=controller, result=result).inc()
+        if result == "error":
+            self.reconcile_errors.labels(controller=controller).inc()
+        self.reconcile_time.labels(controller=controller).observe(seconds)
+        self.workqueue_work_duration.labels(name=controller, controller=controller).observe(seconds)
+
+    def observe_workqueue(
+        self,
+        name: str,
+        *,
+        depth: int,
+        adds: int,
+        retries: int,
+        unfinished_seconds: float,
+        longest_running_seconds: float,
+    ) -> None:
+        """A work queue's periodic report; ``adds`` and ``retries`` count since the last one.
+        controller-runtime names the queue after its controller and sets both labels to it."""
+        labels = {"name": name, "controller": name}
+        self.workqueue_depth.labels(**labels).set(depth)
+        self.workqueue_adds.labels(**labels).inc(adds)
+        self.workqueue_retries.labels(**labels).inc(retries)
+        self.workqueue_unfinished_work.labels(**labels).set(unfinished_seconds)
+        self.workqueue_longest_running_processor.labels(**labels).set(longest_running_seconds)
 
     def observe_kube_request(self, verb: str, resource: str, status: int, seconds: float) -> None:
         """A ``kube.RequestObserver``: feed ``client_go_request_*`` from the kube client.

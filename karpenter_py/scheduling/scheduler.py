@@ -166,7 +166,7 @@ class _Solver:
         errors: dict[int, str] = {}
         for i, pod in enumerate(self.inp.pods):
             st = PodState.of(pod, i, respect_preferences=respect, cache=self.cache)
-            why = _unsupported(pod)
+            why = unsupported_reason(pod)
             if why is not None:
                 errors[i] = why
                 continue
@@ -440,7 +440,7 @@ def _min_overhead(idx: PoolIndex, chosen: Sequence[int]) -> Resources:
     return {k: v for k, v in (out or {}).items() if v}
 
 
-def _unsupported(pod: Pod) -> str | None:
+def unsupported_reason(pod: Pod) -> str | None:
     """Pods Karpenter will not simulate, with the reason upstream gives."""
     for term in pod.required_node_terms:
         if term.has_match_fields:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from karpenter_py.aio.clock import Clock
-from karpenter_py.controllers.runtime import Result, new_queue, run_workers
+from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata
@@ -76,12 +76,19 @@ class NodePoolCounter:
     name = "nodepool.counter"
 
     def __init__(
-        self, client: KubeClient, cluster: Cluster, *, clock: Clock, workers: int = 4
+        self,
+        client: KubeClient,
+        cluster: Cluster,
+        *,
+        clock: Clock,
+        workers: int = 4,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.client = client
         self.cluster = cluster
         self.clock = clock
         self.workers = workers
+        self.metrics = metrics
         self.queue = new_queue(self.name)
 
     # ------------------------------------------------------------------ triggers (sync)
@@ -109,7 +116,7 @@ class NodePoolCounter:
             if self.cluster.synced():
                 break
             await asyncio.sleep(0.1)
-        await run_workers(self, self.queue, workers=self.workers)
+        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
 
     async def reconcile(self, key: str) -> Result | None:
         np = self.cluster.nodepools.get(key)

@@ -27,7 +27,7 @@ from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.fromstate import nodeclass_key, provisionable_pools, solve_input
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
-from karpenter_py.scheduling.scheduler import solve
+from karpenter_py.scheduling.scheduler import solve, unsupported_reason
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.snapshot import is_provisionable
 
@@ -59,7 +59,10 @@ class RoundResult:
     created: tuple[str, ...]
     placed_on_existing: int
     errors: int
-    seconds: float
+    seconds: float  # the whole round: snapshot, instance types, solve, writes
+    solve_seconds: float = 0.0  # the scheduling simulation alone
+    decided: tuple[str, ...] = ()  # keys of the pods the solve placed or found unschedulable
+    ignored: int = 0  # pods Karpenter will not simulate (matchFields, DRA claims, ...)
 
 
 class Provisioner:
@@ -150,10 +153,12 @@ class Provisioner:
             {n: np for n, np in snapshot.nodepools.items() if n in ready}
         )
         inp = solve_input(snapshot, instance_types=types, options=self.options)
+        solve_started = time.perf_counter()
         if len(inp.pods) > THREAD_THRESHOLD:
             plan = await asyncio.to_thread(solve, inp, namespace_labels=snapshot.namespace_labels)
         else:
             plan = solve(inp, namespace_labels=snapshot.namespace_labels)
+        solve_seconds = time.perf_counter() - solve_started
         created = await self._create(plan, snapshot.nodepools)
         self._nominate(plan, created)
         result = RoundResult(
@@ -162,6 +167,9 @@ class Provisioner:
             placed_on_existing=sum(len(p.pods) for p in plan.existing),
             errors=len(plan.errors),
             seconds=time.perf_counter() - started,
+            solve_seconds=solve_seconds,
+            decided=_decided(plan),
+            ignored=sum(1 for pod in inp.pods if unsupported_reason(pod) is not None),
         )
         log.info(
             "provisioning round",
@@ -246,6 +254,14 @@ class Provisioner:
         if self.events is not None:
             for err in plan.errors:
                 self.events.pod_failed_scheduling(err.pod, err.reason)
+
+
+def _decided(plan: Plan) -> tuple[str, ...]:
+    """Every pod the plan gives an answer: a new NodeClaim, an existing node, or an error."""
+    keys = [p.key for nc in plan.new_node_claims for p in nc.pods]
+    keys.extend(p.key for placement in plan.existing for p in placement.pods)
+    keys.extend(err.pod.key for err in plan.errors)
+    return tuple(keys)
 
 
 def _largest_capacity(nc: NewNodeClaim) -> dict[str, int]:

@@ -140,7 +140,7 @@ class NodeTermination:
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
         await wait_synced(self.deps.cluster)
-        await run_workers(self, self.queue, workers=self.workers)
+        await run_workers(self, self.queue, workers=self.workers, metrics=self.deps.metrics)
 
     async def reconcile(self, key: str) -> Result | None:
         node = await self._load(key)

@@ -112,7 +112,7 @@ class NodeClaimTermination:
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
         await wait_synced(self.deps.cluster)
-        await run_workers(self, self.queue, workers=self.workers)
+        await run_workers(self, self.queue, workers=self.workers, metrics=self.deps.metrics)
 
     async def reconcile(self, key: str) -> Result | None:
         nc = await load_nodeclaim(self.deps, key)

@@ -1,0 +1,385 @@
+"""``nodepool.readiness`` (with ``nodepool.validation`` and ``nodepool.hash``): NodePool conditions
+and the drift hash annotations.
+
+Upstream runs three controllers over the NodePool watch (pkg/controllers/nodepool/{readiness,
+validation,hash}); they share one object and one trigger set, so here they are one reconciler
+and a NodePool costs at most one metadata patch and one status patch per change:
+
+* ``ValidationSucceeded``: True when the object passes runtime validation (for us: it parses into
+  the :class:`NodePool` model); False with reason ``NodePoolValidationFailed`` and the errors.
+* ``NodeClassReady``: True when the referenced NodeClass exists and is Ready; False with reason
+  ``NodeClassNotFound`` or ``NodeClassNotReady`` and a message naming the NodeClass.
+* ``Ready``: the operatorpkg roll-up of the two: True (reason ``Ready``) when both are True, else
+  False with reason ``UnhealthyDependents`` and a message listing them (``NodeClassReady=False``).
+* ``karpenter.sh/nodepool-hash`` / ``karpenter.sh/nodepool-hash-version`` (``v3``) annotations:
+  the static-drift hash of the template, the same value the launcher stamps on NodeClaims.
+
+``lastTransitionTime`` moves only when a status flips; every condition carries the generation it
+was computed from. Nothing is written when nothing changed. Conditions are written with a status
+merge patch of ``status.conditions`` alone (the counter's ``resources``/``nodes`` are left as they
+are), computed from the stored list so other condition types survive, and guarded by the
+resourceVersion it was computed from: a concurrent writer makes it a ``ConflictError`` and the
+work queue retries on fresher data.
+
+A NodePool that does not parse is not in ``Cluster.nodepools`` (the state sink records it in
+``Cluster.invalid``); for it the raw object is read from the API and only its conditions are
+written (no hash: there is no valid template to hash).
+
+Wiring (manager): construct with ``metrics=`` for the reconcile/workqueue metrics; run
+:meth:`NodePoolReadiness.run`; NodePool upserts -> :meth:`on_nodepool`;
+NodeClass upserts and deletes (every NodeClass kind the provider supports) ->
+:meth:`on_nodeclass` (after the ``state`` sinks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from karpenter_py.aio.clock import Clock
+from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
+from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.kube.objects import KubeObject, metadata
+from karpenter_py.kube.resources import NODEPOOLS
+from karpenter_py.launcher.persist import nodepool_hash
+from karpenter_py.model.api.meta import (
+    CONDITION_FALSE,
+    CONDITION_READY,
+    CONDITION_TRUE,
+    Condition,
+    ConditionStatus,
+    set_condition,
+)
+from karpenter_py.model.api.nodepool import (
+    CONDITION_NODE_CLASS_READY,
+    CONDITION_VALIDATION_SUCCEEDED,
+    NodePool,
+)
+from karpenter_py.model.labels import (
+    ANNOTATION_NODEPOOL_HASH,
+    ANNOTATION_NODEPOOL_HASH_VERSION,
+    NODEPOOL_HASH_VERSION,
+)
+from karpenter_py.state.cluster import Cluster, NodeClassKey
+
+log = logging.getLogger("karpenter.nodepool.readiness")
+
+REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
+REASON_NODECLASS_NOT_FOUND: Final = "NodeClassNotFound"
+REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
+REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
+
+# The conditions that roll up into Ready, in the order their names appear in Ready's message.
+READY_DEPENDENTS: Final = (CONDITION_VALIDATION_SUCCEEDED, CONDITION_NODE_CLASS_READY)
+MAX_MESSAGE: Final = 32768  # metav1.Condition.message limit
+INVALID_PREFIX: Final = "nodepools/"  # Cluster.invalid key prefix written by NodePoolSink
+
+
+# ----------------------------------------------------------------------------- decisions (pure)
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredCondition:
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+
+
+def nodeclass_key(np: NodePool) -> NodeClassKey:
+    ref = np.spec.template.spec.node_class_ref
+    return (ref.group, ref.kind, ref.name)
+
+
+def raw_nodeclass_key(obj: KubeObject) -> NodeClassKey | None:
+    """``spec.template.spec.nodeClassRef`` of a raw NodePool, or None when unreadable."""
+    node: Any = obj
+    for part in ("spec", "template", "spec", "nodeClassRef"):
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return None
+    group, kind, name = node.get("group"), node.get("kind"), node.get("name")
+    if not (isinstance(group, str) and isinstance(kind, str) and isinstance(name, str) and name):
+        return None
+    return (group, kind, name)
+
+
+def _nodeclass_condition(nodeclass: NodeClassKey | None, ready: bool | None) -> DesiredCondition:
+    if nodeclass is None:
+        return DesiredCondition(
+            CONDITION_NODE_CLASS_READY,
+            CONDITION_FALSE,
+            REASON_NODECLASS_NOT_FOUND,
+            "spec.template.spec.nodeClassRef is missing or incomplete",
+        )
+    group, kind, name = nodeclass
+    if ready is None:
+        return DesiredCondition(
+            CONDITION_NODE_CLASS_READY,
+            CONDITION_FALSE,
+            REASON_NODECLASS_NOT_FOUND,
+            f'{kind} "{name}" ({group}) not found on cluster',
+        )
+    if not ready:
+        return DesiredCondition(
+            CONDITION_NODE_CLASS_READY,
+            CONDITION_FALSE,
+            REASON_NODECLASS_NOT_READY,
+            f'{kind} "{name}" ({group}) is not ready',
+        )
+    return DesiredCondition(CONDITION_NODE_CLASS_READY, CONDITION_TRUE, CONDITION_NODE_CLASS_READY)
+
+
+def readiness_conditions(
+    *,
+    validation_error: str | None,
+    nodeclass: NodeClassKey | None,
+    nodeclass_ready: bool | None,
+) -> tuple[DesiredCondition, DesiredCondition, DesiredCondition]:
+    """ValidationSucceeded, NodeClassReady and their Ready roll-up.
+
+    ``validation_error`` is None for a valid NodePool; ``nodeclass`` is the reference (None when
+    it cannot be read); ``nodeclass_ready`` is None when that NodeClass does not exist.
+    """
+    if validation_error is None:
+        validation = DesiredCondition(
+            CONDITION_VALIDATION_SUCCEEDED, CONDITION_TRUE, CONDITION_VALIDATION_SUCCEEDED
+        )
+    else:
+        validation = DesiredCondition(
+            CONDITION_VALIDATION_SUCCEEDED,
+            CONDITION_FALSE,
+            REASON_VALIDATION_FAILED,
+            validation_error[:MAX_MESSAGE],
+        )
+    nodeclass_cond = _nodeclass_condition(nodeclass, nodeclass_ready)
+    unhealthy = [c for c in (validation, nodeclass_cond) if c.status != CONDITION_TRUE]
+    if not unhealthy:
+        ready = DesiredCondition(CONDITION_READY, CONDITION_TRUE, CONDITION_READY)
+    else:
+        ready = DesiredCondition(
+            CONDITION_READY,
+            CONDITION_FALSE,
+            REASON_UNHEALTHY_DEPENDENTS,
+            ", ".join(f"{c.type}={c.status}" for c in unhealthy),
+        )
+    return validation, nodeclass_cond, ready
+
+
+def updated_conditions(
+    current: Sequence[Condition],
+    desired: Sequence[DesiredCondition],
+    *,
+    now: datetime,
+    generation: int | None,
+) -> list[Condition] | None:
+    """``current`` with ``desired`` applied (other condition types kept, order kept, new ones
+    appended), or None when that changes nothing."""
+    out = [c.model_copy() for c in current]
+    changed = False
+    for d in desired:
+        changed |= set_condition(
+            out,
+            d.type,
+            d.status,
+            now=now,
+            reason=d.reason,
+            message=d.message,
+            observed_generation=generation,
+        )
+    return out if changed else None
+
+
+def hash_patch(np: NodePool) -> KubeObject | None:
+    """The metadata merge patch bringing the hash annotations up to date, or None."""
+    want = {
+        ANNOTATION_NODEPOOL_HASH: nodepool_hash(np),
+        ANNOTATION_NODEPOOL_HASH_VERSION: NODEPOOL_HASH_VERSION,
+    }
+    diff = {k: v for k, v in want.items() if np.metadata.annotations.get(k) != v}
+    return {"metadata": {"annotations": diff}} if diff else None
+
+
+def validation_message(err: ValidationError) -> str:
+    """Pydantic's errors as one line each (``loc: message``), without URLs and input echoes."""
+    lines = []
+    for e in err.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        lines.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(lines)[:MAX_MESSAGE]
+
+
+def raw_conditions(obj: KubeObject) -> list[Condition]:
+    """The parseable ``status.conditions`` of a raw object."""
+    status = obj.get("status")
+    items = status.get("conditions") if isinstance(status, dict) else None
+    out = []
+    for item in items if isinstance(items, list) else []:
+        try:
+            out.append(Condition.model_validate(item))
+        except ValidationError:
+            continue
+    return out
+
+
+def conditions_patch(resource_version: str, conditions: Sequence[Condition]) -> KubeObject:
+    """A status merge patch replacing ``status.conditions`` only, conditional on the
+    resourceVersion the list was computed from (when known)."""
+    patch: KubeObject = {
+        "status": {"conditions": [c.model_dump(mode="json", by_alias=True) for c in conditions]}
+    }
+    if resource_version:
+        patch["metadata"] = {"resourceVersion": resource_version}
+    return patch
+
+
+def nodeclass_identity(obj: KubeObject) -> tuple[str | None, str | None, str]:
+    """(group, kind, name) of a NodeClass watch object; group/kind None when not on the object."""
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else None
+    return group, kind if isinstance(kind, str) else None, str(metadata(obj).get("name", ""))
+
+
+# ----------------------------------------------------------------------------- reconciler
+
+
+class NodePoolReadiness:
+    name = "nodepool.readiness"
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cluster: Cluster,
+        *,
+        clock: Clock,
+        workers: int = 2,
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.clock = clock
+        self.workers = workers
+        self.metrics = metrics
+        self.queue = new_queue(self.name)
+
+    # ------------------------------------------------------------------ triggers (sync)
+    def on_nodepool(self, obj: KubeObject) -> None:
+        name = metadata(obj).get("name")
+        if name:
+            self.queue.add(str(name))
+
+    def on_nodeclass(self, obj: KubeObject) -> None:
+        """Requeue every NodePool referencing this NodeClass (and every unparsable one: its
+        reference is only known from the raw object)."""
+        group, kind, name = nodeclass_identity(obj)
+        if not name:
+            return
+        for pool, np in self.cluster.nodepools.items():
+            g, k, n = nodeclass_key(np)
+            if n == name and group in (None, g) and kind in (None, k):
+                self.queue.add(pool)
+        for key in self.cluster.invalid:
+            if key.startswith(INVALID_PREFIX):
+                self.queue.add(key.removeprefix(INVALID_PREFIX))
+
+    # ------------------------------------------------------------------ running
+    async def run(self) -> None:
+        # Before every informer has listed, a NodeClass may merely not be seen yet: reporting
+        # NodeClassNotFound then would flap Ready. (Cluster mutators signal nothing: poll.)
+        while True:
+            if self.cluster.synced():
+                break
+            await asyncio.sleep(0.1)
+        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
+
+    async def reconcile(self, key: str) -> Result | None:
+        np = self.cluster.nodepools.get(key)
+        if np is None:
+            if INVALID_PREFIX + key in self.cluster.invalid:
+                await self._reconcile_invalid(key)
+            return None
+        if np.metadata.deletion_timestamp is not None:
+            return None
+        rv = np.metadata.resource_version
+        conditions: list[Condition] = np.status.conditions
+        patch = hash_patch(np)
+        if patch is not None:
+            try:
+                updated = await self.client.patch(NODEPOOLS, key, patch, patch_type=PatchType.MERGE)
+            except NotFoundError:
+                return None
+            # Continue from the server's copy: it is at least as fresh as the cache.
+            rv = str(metadata(updated).get("resourceVersion") or rv)
+            conditions = raw_conditions(updated)
+        ref = nodeclass_key(np)
+        desired = readiness_conditions(
+            validation_error=None, nodeclass=ref, nodeclass_ready=self.cluster.nodeclasses.get(ref)
+        )
+        await self._write(key, rv, conditions, desired, np.metadata.generation)
+        return None
+
+    async def _reconcile_invalid(self, key: str) -> None:
+        try:
+            raw = await self.client.get(NODEPOOLS, key)
+        except NotFoundError:
+            return
+        meta = metadata(raw)
+        if meta.get("deletionTimestamp"):
+            return
+        try:
+            NodePool.model_validate(raw)
+        except ValidationError as err:
+            error = validation_message(err)
+        else:
+            return  # fixed since the cache saw it; the watch event will bring it back
+        ref = raw_nodeclass_key(raw)
+        desired = readiness_conditions(
+            validation_error=error,
+            nodeclass=ref,
+            nodeclass_ready=None if ref is None else self.cluster.nodeclasses.get(ref),
+        )
+        generation = meta.get("generation")
+        await self._write(
+            key,
+            str(meta.get("resourceVersion") or ""),
+            raw_conditions(raw),
+            desired,
+            generation if isinstance(generation, int) else None,
+        )
+
+    async def _write(
+        self,
+        key: str,
+        resource_version: str,
+        current: Sequence[Condition],
+        desired: Sequence[DesiredCondition],
+        generation: int | None,
+    ) -> None:
+        conditions = updated_conditions(
+            current, desired, now=self.clock.now(), generation=generation
+        )
+        if conditions is None:
+            return
+        try:
+            await self.client.patch(
+                NODEPOOLS,
+                key,
+                conditions_patch(resource_version, conditions),
+                patch_type=PatchType.MERGE,
+                subresource="status",
+            )
+        except NotFoundError:
+            return
+        ready = next(c for c in conditions if c.type == CONDITION_READY)
+        log.debug(
+            "nodepool conditions updated",
+            extra={"nodepool": key, "ready": ready.status, "reason": ready.reason},
+        )

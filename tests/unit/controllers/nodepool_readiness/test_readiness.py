@@ -1,0 +1,506 @@
+"""NodePool readiness: the condition table, minimal condition updates, the hash annotations and
+the reconciler's writes against a recording fake client."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, cast
+
+import pytest
+from pydantic import ValidationError
+
+from karpenter_py.aio.clock import FakeClock
+from karpenter_py.controllers.nodepool.readiness import (
+    DesiredCondition,
+    NodePoolReadiness,
+    hash_patch,
+    raw_nodeclass_key,
+    readiness_conditions,
+    updated_conditions,
+    validation_message,
+)
+from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.launcher.persist import nodepool_hash
+from karpenter_py.model.api.meta import Condition
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.ingest import NodePoolSink
+
+GROUP, KIND = "karpenter.kwok.sh", "KWOKNodeClass"
+REF = (GROUP, KIND, "default")
+
+
+def raw_pool(
+    name: str = "pool",
+    *,
+    nodeclass: str = "default",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    conditions: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {
+            "name": name,
+            "generation": 3,
+            "resourceVersion": "100",
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "template": {
+                "metadata": {"labels": dict(labels or {})},
+                "spec": {
+                    "nodeClassRef": {"group": GROUP, "kind": KIND, "name": nodeclass},
+                    "requirements": [],
+                },
+            }
+        },
+        "status": {"conditions": list(conditions or []), "nodes": 2},
+    }
+
+
+def summary(conds: tuple[DesiredCondition, ...]) -> list[tuple[str, str, str]]:
+    return [(c.type, c.status, c.reason) for c in conds]
+
+
+# ----------------------------------------------------------------------------- decision table
+
+VALID = None
+INVALID = "spec.template.metadata.labels: bad key"
+
+
+@pytest.mark.parametrize(
+    ("validation_error", "ready", "expected"),
+    [
+        (
+            VALID,
+            True,
+            [
+                ("ValidationSucceeded", "True", "ValidationSucceeded"),
+                ("NodeClassReady", "True", "NodeClassReady"),
+                ("Ready", "True", "Ready"),
+            ],
+        ),
+        (
+            VALID,
+            False,
+            [
+                ("ValidationSucceeded", "True", "ValidationSucceeded"),
+                ("NodeClassReady", "False", "NodeClassNotReady"),
+                ("Ready", "False", "UnhealthyDependents"),
+            ],
+        ),
+        (
+            VALID,
+            None,
+            [
+                ("ValidationSucceeded", "True", "ValidationSucceeded"),
+                ("NodeClassReady", "False", "NodeClassNotFound"),
+                ("Ready", "False", "UnhealthyDependents"),
+            ],
+        ),
+        (
+            INVALID,
+            True,
+            [
+                ("ValidationSucceeded", "False", "NodePoolValidationFailed"),
+                ("NodeClassReady", "True", "NodeClassReady"),
+                ("Ready", "False", "UnhealthyDependents"),
+            ],
+        ),
+        (
+            INVALID,
+            False,
+            [
+                ("ValidationSucceeded", "False", "NodePoolValidationFailed"),
+                ("NodeClassReady", "False", "NodeClassNotReady"),
+                ("Ready", "False", "UnhealthyDependents"),
+            ],
+        ),
+        (
+            INVALID,
+            None,
+            [
+                ("ValidationSucceeded", "False", "NodePoolValidationFailed"),
+                ("NodeClassReady", "False", "NodeClassNotFound"),
+                ("Ready", "False", "UnhealthyDependents"),
+            ],
+        ),
+    ],
+)
+def test_condition_table(
+    validation_error: str | None, ready: bool | None, expected: list[tuple[str, str, str]]
+) -> None:
+    conds = readiness_conditions(
+        validation_error=validation_error, nodeclass=REF, nodeclass_ready=ready
+    )
+    assert summary(conds) == expected
+
+
+def test_messages_name_the_nodeclass_and_the_unhealthy_dependents() -> None:
+    _, nc, ready = readiness_conditions(validation_error=None, nodeclass=REF, nodeclass_ready=None)
+    assert nc.message == 'KWOKNodeClass "default" (karpenter.kwok.sh) not found on cluster'
+    assert ready.message == "NodeClassReady=False"
+    _, nc, _ = readiness_conditions(validation_error=None, nodeclass=REF, nodeclass_ready=False)
+    assert nc.message == 'KWOKNodeClass "default" (karpenter.kwok.sh) is not ready'
+    v, _, ready = readiness_conditions(
+        validation_error=INVALID, nodeclass=REF, nodeclass_ready=False
+    )
+    assert v.message == INVALID
+    assert ready.message == "ValidationSucceeded=False, NodeClassReady=False"
+    v, nc, ready = readiness_conditions(validation_error=None, nodeclass=REF, nodeclass_ready=True)
+    assert (v.message, nc.message, ready.message) == ("", "", "")
+
+
+def test_unreadable_reference_is_not_found() -> None:
+    _, nc, _ = readiness_conditions(validation_error=INVALID, nodeclass=None, nodeclass_ready=None)
+    assert (nc.status, nc.reason) == ("False", "NodeClassNotFound")
+    assert "nodeClassRef" in nc.message
+
+
+# ----------------------------------------------------------------------------- condition updates
+
+
+def test_updated_conditions_moves_transition_time_only_on_flips() -> None:
+    clock = FakeClock()
+    t0 = clock.now()
+    other = Condition(
+        type="NodeRegistrationHealthy",
+        status="Unknown",
+        reason="AwaitingReconciliation",
+        last_transition_time=t0,
+    )
+    not_found = readiness_conditions(validation_error=None, nodeclass=REF, nodeclass_ready=None)
+    first = updated_conditions([other], not_found, now=t0, generation=1)
+    assert first is not None
+    assert [c.type for c in first] == [
+        "NodeRegistrationHealthy",
+        "ValidationSucceeded",
+        "NodeClassReady",
+        "Ready",
+    ]
+    assert first[0] == other  # other types survive untouched
+    assert all(c.observed_generation == 1 for c in first[1:])
+
+    # Same inputs later: nothing to write.
+    assert updated_conditions(first, not_found, now=t0 + timedelta(minutes=1), generation=1) is None
+
+    # NodeClass appears but is not ready: status stays False (time kept), reason changes.
+    t1 = t0 + timedelta(minutes=2)
+    not_ready = readiness_conditions(validation_error=None, nodeclass=REF, nodeclass_ready=False)
+    second = updated_conditions(first, not_ready, now=t1, generation=1)
+    assert second is not None
+    by_type = {c.type: c for c in second}
+    assert by_type["NodeClassReady"].reason == "NodeClassNotReady"
+    assert by_type["NodeClassReady"].last_transition_time == t0
+    assert by_type["Ready"].last_transition_time == t0
+    assert by_type["ValidationSucceeded"].last_transition_time == t0
+    # The input list is not modified.
+    assert {c.type: c for c in first}["NodeClassReady"].reason == "NodeClassNotFound"
+
+    # Ready: the flipped conditions move, ValidationSucceeded does not.
+    t2 = t0 + timedelta(minutes=3)
+    ready = readiness_conditions(validation_error=None, nodeclass=REF, nodeclass_ready=True)
+    third = updated_conditions(second, ready, now=t2, generation=1)
+    assert third is not None
+    by_type = {c.type: c for c in third}
+    assert by_type["NodeClassReady"].last_transition_time == t2
+    assert by_type["Ready"].last_transition_time == t2
+    assert by_type["Ready"].message == ""
+    assert by_type["ValidationSucceeded"].last_transition_time == t0
+
+    # A new generation alone is a change (observedGeneration), not a transition.
+    fourth = updated_conditions(third, ready, now=t2 + timedelta(minutes=1), generation=2)
+    assert fourth is not None
+    assert all(c.observed_generation == 2 for c in fourth[1:])
+    assert {c.type: c for c in fourth}["Ready"].last_transition_time == t2
+
+
+# ----------------------------------------------------------------------------- hash, raw reads
+
+
+def test_hash_patch_only_when_annotations_differ() -> None:
+    np = NodePool.model_validate(raw_pool())
+    h = nodepool_hash(np)
+    assert hash_patch(np) == {
+        "metadata": {
+            "annotations": {
+                "karpenter.sh/nodepool-hash": h,
+                "karpenter.sh/nodepool-hash-version": "v3",
+            }
+        }
+    }
+    current = NodePool.model_validate(
+        raw_pool(
+            annotations={
+                "karpenter.sh/nodepool-hash": h,
+                "karpenter.sh/nodepool-hash-version": "v3",
+            }
+        )
+    )
+    assert hash_patch(current) is None
+    old_version = NodePool.model_validate(
+        raw_pool(
+            annotations={
+                "karpenter.sh/nodepool-hash": h,
+                "karpenter.sh/nodepool-hash-version": "v2",
+            }
+        )
+    )
+    assert hash_patch(old_version) == {
+        "metadata": {"annotations": {"karpenter.sh/nodepool-hash-version": "v3"}}
+    }
+    # The template drives the hash.
+    relabelled = NodePool.model_validate(raw_pool(labels={"team": "a"}))
+    assert nodepool_hash(relabelled) != h
+
+
+def test_raw_nodeclass_key() -> None:
+    assert raw_nodeclass_key(raw_pool(nodeclass="x")) == (GROUP, KIND, "x")
+    assert raw_nodeclass_key({"spec": {"template": {"spec": {}}}}) is None
+    assert raw_nodeclass_key({"spec": "garbage"}) is None
+
+
+def test_validation_message_is_compact() -> None:
+    with pytest.raises(ValidationError) as info:
+        NodePool.model_validate(raw_pool(labels={"a/b/c": "x"}))
+    msg = validation_message(info.value)
+    assert msg.startswith("spec.template.metadata.labels: ")
+    assert "'a/b/c' is not a qualified name" in msg
+    assert "errors.pydantic.dev" not in msg
+    assert "Value error" not in msg
+
+
+# ----------------------------------------------------------------------------- reconciler
+
+
+class FakeClient:
+    """Stores raw NodePools; records patches; applies merge patches shallowly enough for us."""
+
+    def __init__(self, *objs: dict[str, Any]) -> None:
+        self.objs = {o["metadata"]["name"]: o for o in objs}
+        self.patches: list[tuple[str, str | None, dict[str, Any]]] = []
+        self.gets: list[str] = []
+
+    async def get(self, resource: Any, name: str, **_: Any) -> dict[str, Any]:
+        self.gets.append(name)
+        if name not in self.objs:
+            raise NotFoundError(status=404, verb="get", name=name)
+        return self.objs[name]
+
+    async def patch(
+        self,
+        resource: Any,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        subresource: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        if name not in self.objs:
+            raise NotFoundError(status=404, verb="patch", name=name)
+        self.patches.append((name, subresource, patch))
+        obj = self.objs[name]
+        meta = obj["metadata"]
+        meta["annotations"] = {
+            **meta.get("annotations", {}),
+            **patch.get("metadata", {}).get("annotations", {}),
+        }
+        if "status" in patch:
+            obj["status"] = {**obj.get("status", {}), **patch["status"]}
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+        return obj
+
+
+def synced_cluster() -> Cluster:
+    cluster = Cluster()
+    for kind in ("nodes", "nodeclaims", "pods", "nodepools", "daemonsets", "nodeclasses"):
+        cluster.mark_synced(kind)
+    return cluster
+
+
+def controller(client: FakeClient, cluster: Cluster, clock: FakeClock) -> NodePoolReadiness:
+    return NodePoolReadiness(cast(Any, client), cluster, clock=clock)
+
+
+async def test_reconcile_writes_hash_then_conditions_once() -> None:
+    clock, cluster = FakeClock(), synced_cluster()
+    raw = raw_pool()
+    client = FakeClient(raw)
+    cluster.upsert_nodepool(NodePool.model_validate(raw))
+    cluster.upsert_nodeclass(REF, True)
+    ctrl = controller(client, cluster, clock)
+
+    await ctrl.reconcile("pool")
+    assert [(n, s) for n, s, _ in client.patches] == [("pool", None), ("pool", "status")]
+    meta_patch, status_patch = client.patches[0][2], client.patches[1][2]
+    assert set(meta_patch["metadata"]["annotations"]) == {
+        "karpenter.sh/nodepool-hash",
+        "karpenter.sh/nodepool-hash-version",
+    }
+    # Conditional on the version the hash patch returned; status.conditions only.
+    assert status_patch["metadata"] == {"resourceVersion": "101"}
+    assert set(status_patch["status"]) == {"conditions"}
+    conds = {c["type"]: c for c in status_patch["status"]["conditions"]}
+    assert {t: c["status"] for t, c in conds.items()} == {
+        "ValidationSucceeded": "True",
+        "NodeClassReady": "True",
+        "Ready": "True",
+    }
+    assert conds["Ready"]["observedGeneration"] == 3
+    assert conds["Ready"]["message"] == ""
+    assert raw["status"]["nodes"] == 2  # the counter's field is untouched
+
+    # The watch delivers the written object: nothing more to do.
+    cluster.upsert_nodepool(NodePool.model_validate(raw))
+    client.patches.clear()
+    await ctrl.reconcile("pool")
+    assert client.patches == []
+
+
+async def test_nodeclass_change_requeues_referencing_pools_and_flips_ready() -> None:
+    clock, cluster = FakeClock(), synced_cluster()
+    raws = [raw_pool("a", nodeclass="missing"), raw_pool("b"), raw_pool("c", nodeclass="missing")]
+    client = FakeClient(*raws)
+    for raw in raws:
+        cluster.upsert_nodepool(NodePool.model_validate(raw))
+    cluster.upsert_nodeclass(REF, True)
+    ctrl = controller(client, cluster, clock)
+
+    await ctrl.reconcile("a")
+    conds = {c["type"]: c for c in client.objs["a"]["status"]["conditions"]}
+    assert (conds["NodeClassReady"]["status"], conds["NodeClassReady"]["reason"]) == (
+        "False",
+        "NodeClassNotFound",
+    )
+    assert (conds["Ready"]["status"], conds["Ready"]["message"]) == (
+        "False",
+        "NodeClassReady=False",
+    )
+    cluster.upsert_nodepool(NodePool.model_validate(client.objs["a"]))
+
+    nodeclass = {
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": "missing"},
+    }
+    cluster.upsert_nodeclass((GROUP, KIND, "missing"), True)
+    ctrl.on_nodeclass(nodeclass)
+    queued = sorted(ctrl.queue.get_nowait() for _ in range(len(ctrl.queue)))
+    assert queued == ["a", "c"]
+    # Another kind with the same name does not match.
+    ctrl.on_nodeclass({**nodeclass, "kind": "EC2NodeClass", "apiVersion": "karpenter.k8s.aws/v1"})
+    assert len(ctrl.queue) == 0
+
+    clock.step(60)
+    await ctrl.reconcile("a")
+    conds = {c["type"]: c for c in client.objs["a"]["status"]["conditions"]}
+    assert conds["Ready"]["status"] == "True"
+    assert conds["Ready"]["lastTransitionTime"] == "2026-01-01T00:01:00Z"
+    assert conds["ValidationSucceeded"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+
+
+async def test_invalid_nodepool_gets_validation_failed_from_the_raw_object() -> None:
+    clock, cluster = FakeClock(), synced_cluster()
+    raw = raw_pool(
+        labels={"a/b/c": "x"},
+        conditions=[
+            {
+                "type": "NodeRegistrationHealthy",
+                "status": "True",
+                "reason": "NodeRegistrationHealthy",
+                "message": "",
+                "lastTransitionTime": "2025-01-01T00:00:00Z",
+            }
+        ],
+    )
+    client = FakeClient(raw)
+    NodePoolSink(cluster).upsert(raw)
+    assert "pool" not in cluster.nodepools
+    assert "nodepools/pool" in cluster.invalid
+    cluster.upsert_nodeclass(REF, True)
+    ctrl = controller(client, cluster, clock)
+
+    ctrl.on_nodeclass({"metadata": {"name": "default"}})  # invalid pools are requeued too
+    assert ctrl.queue.get_nowait() == "pool"
+
+    await ctrl.reconcile("pool")
+    assert client.gets == ["pool"]
+    [(_, sub, patch)] = client.patches  # no hash: only the status
+    assert sub == "status"
+    assert patch["metadata"] == {"resourceVersion": "100"}
+    conds = {c["type"]: c for c in patch["status"]["conditions"]}
+    assert conds["NodeRegistrationHealthy"]["status"] == "True"  # kept
+    assert conds["ValidationSucceeded"]["status"] == "False"
+    assert conds["ValidationSucceeded"]["reason"] == "NodePoolValidationFailed"
+    assert "'a/b/c' is not a qualified name" in conds["ValidationSucceeded"]["message"]
+    assert conds["NodeClassReady"]["status"] == "True"
+    assert (conds["Ready"]["status"], conds["Ready"]["message"]) == (
+        "False",
+        "ValidationSucceeded=False",
+    )
+
+    client.patches.clear()
+    await ctrl.reconcile("pool")
+    assert client.patches == []  # unchanged: no write
+
+
+async def test_invalid_in_cache_but_fixed_or_gone_in_the_api_writes_nothing() -> None:
+    clock, cluster = FakeClock(), synced_cluster()
+    NodePoolSink(cluster).upsert(raw_pool(labels={"a/b/c": "x"}))
+    client = FakeClient(raw_pool())  # already fixed in the API
+    ctrl = controller(client, cluster, clock)
+    await ctrl.reconcile("pool")
+    assert client.patches == []
+    client.objs.clear()  # deleted
+    await ctrl.reconcile("pool")
+    assert client.patches == []
+
+
+async def test_deleting_or_unknown_pools_are_left_alone() -> None:
+    clock, cluster = FakeClock(), synced_cluster()
+    raw = raw_pool()
+    raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    client = FakeClient(raw)
+    cluster.upsert_nodepool(NodePool.model_validate(raw))
+    ctrl = controller(client, cluster, clock)
+    await ctrl.reconcile("pool")
+    await ctrl.reconcile("unknown")
+    assert client.patches == []
+    assert client.gets == []
+
+
+class RecordingMetrics:
+    def __init__(self) -> None:
+        self.reconciles: list[tuple[str, str]] = []
+
+    def observe_reconcile(self, controller: str, result: str, seconds: float) -> None:
+        self.reconciles.append((controller, result))
+
+    def observe_workqueue(self, name: str, **_: Any) -> None:
+        pass
+
+
+async def test_run_waits_for_sync_then_reconciles_with_metrics() -> None:
+    clock, cluster = FakeClock(), Cluster()
+    raw = raw_pool()
+    client = FakeClient(raw)
+    cluster.upsert_nodepool(NodePool.model_validate(raw))
+    metrics = RecordingMetrics()
+    ctrl = NodePoolReadiness(cast(Any, client), cluster, clock=clock, metrics=metrics)
+    ctrl.on_nodepool(raw)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(ctrl.run())
+        await asyncio.sleep(0.3)
+        assert client.patches == []  # not synced: no decisions
+        for kind in ("nodes", "nodeclaims", "pods", "nodepools", "daemonsets", "nodeclasses"):
+            cluster.mark_synced(kind)
+        for _ in range(50):
+            if len(client.patches) == 2:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+    assert [s for _, s, _ in client.patches] == [None, "status"]
+    assert ("nodepool.readiness", "success") in metrics.reconciles
