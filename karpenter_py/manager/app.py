@@ -17,6 +17,7 @@ from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock, RealClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.nodeclaim.expiration import NodeClaimExpiration
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
@@ -178,6 +179,9 @@ class App:
         self.node_termination = NodeTermination(
             client, cluster, cloud, self.evictions, rec, clock=clock, metrics=metrics
         )
+        self.expiration = NodeClaimExpiration(
+            client, cluster, cloud, rec, clock=clock, metrics=metrics
+        )
         self.readiness = NodePoolReadiness(client, cluster, clock=clock, metrics=metrics)
         self.counter = NodePoolCounter(client, cluster, clock=clock, metrics=metrics)
 
@@ -213,6 +217,7 @@ class App:
                         on_delete=self.lifecycle.on_nodeclaim_deleted,
                     ),
                     CallbackSink(on_upsert=self.nodeclaim_termination.on_nodeclaim),
+                    CallbackSink(on_upsert=self.expiration.on_nodeclaim),
                     CallbackSink(
                         on_upsert=self.counter.on_nodeclaim, on_delete=self.counter.on_nodeclaim
                     ),
@@ -292,6 +297,7 @@ class App:
             tg.create_task(self.node_termination.run())
             tg.create_task(self.counter.run())
             tg.create_task(self.readiness.run())
+            tg.create_task(self.expiration.run())
 
     async def run(self, *, identity: str | None = None, host: str = "0.0.0.0") -> None:
         """Probes, informers and cluster-state metrics on every replica; decisions only while

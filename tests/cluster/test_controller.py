@@ -362,3 +362,32 @@ async def test_insufficient_capacity_makes_the_next_round_choose_another_type(
         finally:
             for pool in (preferred, fallback):
                 await clean_pool(client, lambda: App(settings(), client), pool)
+
+
+async def test_expired_nodeclaim_is_replaced_and_its_pods_move(client: KubeClient) -> None:
+    pool = unique("pool")
+    body = pool_body(pool)
+    body["spec"]["template"]["spec"]["expireAfter"] = "15s"
+    await client.create(NODEPOOLS, body)
+    async with namespace(client) as ns:
+        try:
+            async with running(App(settings(), client)):
+                await client.create(DEPLOYMENTS, deployment("app", ns, pool, replicas=1))
+
+                async def first_node() -> str | None:
+                    pods = await running_pods(client, ns)
+                    return str(pods[0]["spec"]["nodeName"]) if pods else None
+
+                original = await eventually(first_node, within=60, what="the pod to run")
+
+                async def moved() -> str | None:
+                    node = await first_node()
+                    return node if node not in (None, original) else None
+
+                # Expiry deletes the NodeClaim; the drain evicts the pod; the provisioner gives
+                # the ReplicaSet's new pod a new node.
+                await eventually(moved, within=90, what="the pod to run on a replacement node")
+                names = {nc["status"].get("nodeName") for nc in await claims_of(client, pool)}
+                assert original not in names
+        finally:
+            await clean_pool(client, lambda: App(settings(), client), pool)
