@@ -16,12 +16,15 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
 from karpenter_py.cloudprovider.errors import InsufficientCapacityError, NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
+from karpenter_py.model.api.common import parse_duration
+from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import SelectorRequirement
@@ -43,6 +46,7 @@ from karpenter_py.scheduling.requirements import Requirements, intersects
 log = logging.getLogger(__name__)
 
 PROVIDER_PREFIX = "kwok://"
+NODECLASS_CACHE_SECONDS = 30.0
 KWOK_NODE_LABEL = "kwok.x-k8s.io/node"  # kwok's default node selector is the annotation; label too
 Raw = dict[str, object]
 OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
@@ -55,6 +59,7 @@ class NodeAPI(Protocol):
     async def get_node(self, name: str) -> Raw | None: ...
     async def delete_node(self, name: str) -> None: ...
     async def list_nodes(self, label_selector: str) -> builtins.list[Raw]: ...
+    async def get_nodeclass(self, name: str) -> Raw | None: ...
 
 
 def _meta(obj: Raw) -> Mapping[str, object]:
@@ -70,15 +75,18 @@ class KwokCloudProvider:
         *,
         registration_delay: float = 0.0,
         unavailable: Sequence[OfferingKey] = (),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.api = api
         self._types = {it.name: it for it in instance_types}
         self.registration_delay = registration_delay
+        self._sleep = sleep
         self._unavailable: set[OfferingKey] = set(unavailable)
         # Listed as available, but launches fail: capacity that vanished between listing and
         # launching, which is what EC2's InsufficientInstanceCapacity looks like.
         self._no_capacity: set[OfferingKey] = set()
         self.created: dict[str, str] = {}  # NodeClaim name -> provider ID (launch log, for tests)
+        self._delays: dict[str, tuple[float, float]] = {}  # nodeclass -> (delay s, read at)
 
     @property
     def name(self) -> str:
@@ -116,8 +124,9 @@ class KwokCloudProvider:
             return self._to_nodeclaim(nodeclaim, existing)
         it, offering = self._choose(nodeclaim)
         body = self._node(nodeclaim, it, offering)
-        if self.registration_delay > 0:
-            await asyncio.sleep(self.registration_delay)
+        delay = await self._registration_delay(nodeclaim)
+        if delay > 0:
+            await self._sleep(delay)
         created = await self.api.create_node(body)
         self.created[name] = f"{PROVIDER_PREFIX}{name}"
         return self._to_nodeclaim(nodeclaim, created)
@@ -154,6 +163,33 @@ class KwokCloudProvider:
         return [NodeClassRef(KWOK_GROUP, "KWOKNodeClass")]
 
     # ------------------------------------------------------------------ helpers
+    async def _registration_delay(self, nodeclaim: NodeClaim) -> float:
+        """The KWOKNodeClass's nodeRegistrationDelay (boot time), else the constructor's default.
+
+        Read through a short cache: a burst of launches for one class costs one GET.
+        """
+        ref = nodeclaim.spec.node_class_ref
+        if ref.group != KWOK_GROUP or ref.kind != "KWOKNodeClass":
+            return self.registration_delay
+        now = time.monotonic()
+        cached = self._delays.get(ref.name)
+        if cached is not None and now - cached[1] < NODECLASS_CACHE_SECONDS:
+            return cached[0]
+        delay = self.registration_delay
+        raw = await self.api.get_nodeclass(ref.name)
+        if raw is not None:
+            try:
+                spec = KWOKNodeClass.model_validate(raw).spec
+                if spec.node_registration_delay:
+                    delay = parse_duration(spec.node_registration_delay).total_seconds()
+            except ValueError:
+                log.warning(
+                    "unreadable KWOKNodeClass; using the default registration delay",
+                    extra={"nodeclass": ref.name},
+                )
+        self._delays[ref.name] = (delay, now)
+        return delay
+
     @staticmethod
     def _node_name(nodeclaim: NodeClaim) -> str:
         if nodeclaim.status.provider_id.startswith(PROVIDER_PREFIX):

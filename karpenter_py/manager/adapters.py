@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.resources import NODECLAIMS, NODES
+from karpenter_py.kube.resources import KWOKNODECLASSES, NODECLAIMS, NODES
 
 Raw = dict[str, object]
 
@@ -32,6 +32,12 @@ class KubeNodeAPI:
 
     async def list_nodes(self, label_selector: str) -> list[Raw]:
         return list((await self.client.list(NODES, label_selector=label_selector)).items)
+
+    async def get_nodeclass(self, name: str) -> Raw | None:
+        try:
+            return await self.client.get(KWOKNODECLASSES, name)
+        except NotFoundError:
+            return None
 
 
 class KubeNodeClaimWriter:

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
-from typing import Any
-
 from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
@@ -16,33 +13,10 @@ from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.core import Pod, pod_from_dict
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import KINDS, Cluster
+from tests.unit.fakes import FakeNodeAPI, FakeWriter
 from tests.unit.metrics_wiring._exposition import scrape, series, value
 
 CTRL = {"controller": "provisioner"}
-
-
-class FakeNodeAPI:
-    async def create_node(self, body: dict[str, Any]) -> dict[str, Any]:
-        return body
-
-    async def get_node(self, name: str) -> dict[str, Any] | None:
-        return None
-
-    async def delete_node(self, name: str) -> None:
-        return None
-
-    async def list_nodes(self, label_selector: str) -> list[dict[str, Any]]:
-        return []
-
-
-class FakeWriter:
-    def __init__(self) -> None:
-        self._ids = itertools.count()
-
-    async def create_nodeclaim(self, body: dict[str, Any]) -> dict[str, Any]:
-        n = next(self._ids)
-        meta = {**body["metadata"], "name": f"default-{n:05d}", "uid": f"nc-{n}"}
-        return {**body, "metadata": meta}
 
 
 def nodepool() -> NodePool:

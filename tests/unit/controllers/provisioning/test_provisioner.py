@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
@@ -15,45 +14,7 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.core import pod_from_dict
 from karpenter_py.state.cluster import KINDS, Cluster
-
-
-class FakeNodeAPI:
-    def __init__(self) -> None:
-        self.nodes: dict[str, dict[str, Any]] = {}
-
-    async def create_node(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.nodes[body["metadata"]["name"]] = body
-        return body
-
-    async def get_node(self, name: str) -> dict[str, Any] | None:
-        return self.nodes.get(name)
-
-    async def delete_node(self, name: str) -> None:
-        self.nodes.pop(name, None)
-
-    async def list_nodes(self, label_selector: str) -> list[dict[str, Any]]:
-        return list(self.nodes.values())
-
-
-class FakeWriter:
-    """Stands in for the API server: assigns names and UIDs like generateName would."""
-
-    def __init__(self) -> None:
-        self.created: list[dict[str, Any]] = []
-        self._ids = itertools.count()
-
-    async def create_nodeclaim(self, body: dict[str, Any]) -> dict[str, Any]:
-        n = next(self._ids)
-        obj = {
-            **body,
-            "metadata": {
-                **body["metadata"],
-                "name": f"{body['metadata']['generateName']}{n:05d}",
-                "uid": f"uid-{n}",
-            },
-        }
-        self.created.append(obj)
-        return obj
+from tests.unit.fakes import FakeNodeAPI, FakeWriter
 
 
 def nodepool(**spec: Any) -> NodePool:
