@@ -28,6 +28,16 @@ Kinds and what happens to them:
 * ``List`` (what ``kubectl get -o yaml`` prints) and API list responses (``PodList``, ...): their
   items are read as documents.
 * ``Namespace`` (v1): its labels feed pod-affinity ``namespaceSelector``s.
+* ``PersistentVolumeClaim``, ``PersistentVolume`` (v1) and ``StorageClass`` (storage.k8s.io/v1):
+  volume topology, as the controller applies it (``karpenter_py.scheduling.volumes``): a pending
+  pod goes only where its claims' volumes can attach, and a pod whose claim (or that claim's
+  volume or class) is not in the input is unschedulable with that reason. A claim naming its
+  volume (``spec.volumeName``) counts as bound; the ``pv.kubernetes.io/bind-completed``
+  annotation the PV controller adds is not required. A StatefulSet's ``volumeClaimTemplates``
+  become the claims ``<template>-<statefulset>-<ordinal>``: one in the input is used as is (a
+  claim created earlier, perhaps bound to a zonal volume); a missing one is the unbound claim the
+  controller would create, when its StorageClass (the template's, else the input's default class)
+  is in the input, and is otherwise not simulated (with a warning).
 * Well-known kinds that do not change where pods go (Service, ConfigMap, Secret, RBAC,
   PodDisruptionBudget, PriorityClass, ...; see ``IGNORED_KINDS``) are skipped silently.
 
@@ -69,8 +79,23 @@ from karpenter_py.model.core import (
 )
 from karpenter_py.model.labels import LABEL_NODEPOOL
 from karpenter_py.model.quantity import parse_resources
+from karpenter_py.model.storage import (
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    StorageObjects,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+)
 from karpenter_py.scheduling.fromstate import reserve_daemonsets
-from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate, pool_template
+from karpenter_py.scheduling.inputs import (
+    ExistingNode,
+    PoolTemplate,
+    VolumeAlternatives,
+    pool_template,
+)
+from karpenter_py.scheduling.volumes import volume_inputs
 
 JSON = dict[str, object]
 
@@ -97,8 +122,6 @@ IGNORED_KINDS: Final = frozenset(
         "LimitRange",
         "MutatingWebhookConfiguration",
         "NetworkPolicy",
-        "PersistentVolume",
-        "PersistentVolumeClaim",
         "PodDisruptionBudget",
         "PodTemplate",
         "PriorityClass",
@@ -109,7 +132,6 @@ IGNORED_KINDS: Final = frozenset(
         "Secret",
         "Service",
         "ServiceAccount",
-        "StorageClass",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
         "ValidatingWebhookConfiguration",
@@ -132,6 +154,9 @@ API_VERSIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "NodeClaim": ("karpenter.sh/v1",),
     "EC2NodeClass": ("karpenter.k8s.aws/v1",),
     "KWOKNodeClass": ("karpenter.kwok.sh/v1alpha1",),
+    "PersistentVolumeClaim": ("v1",),
+    "PersistentVolume": ("v1",),
+    "StorageClass": ("storage.k8s.io/v1",),
 }
 WORKLOAD_KINDS: Final = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController", "Job")
 
@@ -361,6 +386,17 @@ class Manifests:
     # in, each with the kubernetes.io/metadata.name label the API server sets.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Volume topology of the pending pods, by pod key (see ``scheduling.volumes``).
+    volume_requirements: dict[str, VolumeAlternatives] = field(default_factory=dict)
+    volume_errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _TemplateClaim:
+    """A claim a StatefulSet's controller makes from one of its volumeClaimTemplates."""
+
+    name: str  # <template>-<statefulset>-<ordinal>
+    storage_class_name: str | None  # the template's spec.storageClassName
 
 
 @dataclass(slots=True)
@@ -374,6 +410,11 @@ class _Collector:
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     pod_sources: dict[str, Source] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    pvcs: dict[str, tuple[PersistentVolumeClaim, Source]] = field(default_factory=dict)
+    pvs: dict[str, tuple[PersistentVolume, Source]] = field(default_factory=dict)
+    classes: dict[str, tuple[StorageClass, Source]] = field(default_factory=dict)
+    # Pending StatefulSet pod key -> the claims its volumeClaimTemplates give it.
+    template_claims: dict[str, tuple[_TemplateClaim, ...]] = field(default_factory=dict)
 
     def claim_pod_name(self, key: str, source: Source) -> None:
         earlier = self.pod_sources.get(key)
@@ -477,6 +518,7 @@ def _read_workload(col: _Collector, doc: JSON, source: Source) -> None:
         extra["batch.kubernetes.io/job-name"] = name
         extra["job-name"] = name
 
+    templates = _claim_templates(spec) if kind == "StatefulSet" else ()
     for index in range(count):
         pod_name = f"{name}-{index}"
         labels = {**base.labels, **extra}
@@ -485,6 +527,27 @@ def _read_workload(col: _Collector, doc: JSON, source: Source) -> None:
             labels["apps.kubernetes.io/pod-index"] = str(index)
         pod = dataclasses.replace(base, name=pod_name, labels=labels, owners=(owner,))
         _add_pod(col, pod, source)
+        if templates:
+            col.template_claims[pod.key] = tuple(
+                _TemplateClaim(f"{t}-{pod_name}", sc) for t, sc in templates
+            )
+
+
+def _claim_templates(spec: JSON) -> list[tuple[str, str | None]]:
+    """(name, storageClassName) of each of a StatefulSet's volumeClaimTemplates."""
+    out: list[tuple[str, str | None]] = []
+    path = "spec.volumeClaimTemplates"
+    raw = spec.get("volumeClaimTemplates")
+    if raw is not None and not isinstance(raw, list):
+        raise ParseError(path, f"expected a list, got {type(raw).__name__}")
+    for i, t in enumerate(raw or []):
+        tmeta = _obj(_obj(t, f"{path}[{i}]").get("metadata"), f"{path}[{i}].metadata")
+        tname = _str(tmeta.get("name"), f"{path}[{i}].metadata.name")
+        if not tname:
+            raise ParseError(f"{path}[{i}].metadata.name", "name is required")
+        sc = _obj(_obj(t, f"{path}[{i}]").get("spec"), f"{path}[{i}].spec").get("storageClassName")
+        out.append((tname, None if sc is None else _str(sc, f"{path}[{i}].spec.storageClassName")))
+    return out
 
 
 def _read_daemonset(col: _Collector, doc: JSON, source: Source) -> None:
@@ -621,6 +684,33 @@ def _in_flight(claim: NodeClaim) -> ExistingNode:
     )
 
 
+def _read_pvc(col: _Collector, doc: JSON, source: Source) -> None:
+    pvc = pvc_from_dict(doc, "")
+    if pvc.key in col.pvcs:
+        raise source.error(
+            f"PersistentVolumeClaim {pvc.key} is also defined by {col.pvcs[pvc.key][1].describe()}"
+        )
+    col.pvcs[pvc.key] = (pvc, source)
+
+
+def _read_pv(col: _Collector, doc: JSON, source: Source) -> None:
+    pv = pv_from_dict(doc, "")
+    if pv.name in col.pvs:
+        raise source.error(
+            f"PersistentVolume {pv.name} is also defined by {col.pvs[pv.name][1].describe()}"
+        )
+    col.pvs[pv.name] = (pv, source)
+
+
+def _read_storage_class(col: _Collector, doc: JSON, source: Source) -> None:
+    sc = storage_class_from_dict(doc, "")
+    if sc.name in col.classes:
+        raise source.error(
+            f"StorageClass {sc.name} is also defined by {col.classes[sc.name][1].describe()}"
+        )
+    col.classes[sc.name] = (sc, source)
+
+
 _READERS: Final[Mapping[str, Callable[[_Collector, JSON, Source], None]]] = {
     "Pod": _read_pod,
     "Node": _read_node,
@@ -630,6 +720,9 @@ _READERS: Final[Mapping[str, Callable[[_Collector, JSON, Source], None]]] = {
     "NodeClaim": _read_nodeclaim,
     "EC2NodeClass": _read_nodeclass,
     "KWOKNodeClass": _read_nodeclass,
+    "PersistentVolumeClaim": _read_pvc,
+    "PersistentVolume": _read_pv,
+    "StorageClass": _read_storage_class,
     **dict.fromkeys(WORKLOAD_KINDS, _read_workload),
 }
 
@@ -658,7 +751,8 @@ def _read_document(col: _Collector, file: str, index: int, raw: object, prefix: 
     if versions is None:
         raise source.error(
             f"unknown kind {kind!r}; plan reads NodePool, Pod, Deployment, ReplicaSet, "
-            "StatefulSet, Job, DaemonSet, Node and NodeClass objects",
+            "StatefulSet, Job, DaemonSet, Node, NodeClass, PersistentVolumeClaim, "
+            "PersistentVolume and StorageClass objects",
             "kind",
         )
     api_version = doc.get("apiVersion")
@@ -730,14 +824,55 @@ def _finish(col: _Collector) -> Manifests:
     namespaces = dict(col.namespaces)
     for pod in (*col.pending, *col.daemonsets, *(p for p, _ in col.bound)):
         namespaces.setdefault(pod.namespace, {LABEL_NAMESPACE_NAME: pod.namespace})
+    pending, storage = _volumes(col)
+    volume_requirements, volume_errors = volume_inputs(
+        pending, storage, require_bind_completed=False
+    )
     return Manifests(
         pools=[_with_usage(pool, existing) for pool, _ in col.pools.values()],
-        pending=col.pending,
+        pending=pending,
         daemonsets=col.daemonsets,
         existing=existing,
         namespace_labels=namespaces,
         warnings=col.warnings,
+        volume_requirements=volume_requirements,
+        volume_errors=volume_errors,
     )
+
+
+def _volumes(col: _Collector) -> tuple[list[Pod], StorageObjects]:
+    """The pending pods with their StatefulSet template claims, and the storage objects (claims
+    the StatefulSet controller would create from its templates included)."""
+    claims = {key: pvc for key, (pvc, _) in col.pvcs.items()}
+    classes = {name: sc for name, (sc, _) in col.classes.items()}
+    default = next((sc.name for sc in classes.values() if sc.is_default), None)
+    pending = []
+    skipped: dict[str, list[str]] = {}  # pod owner -> claims not simulated
+    for pod in col.pending:
+        templates = col.template_claims.get(pod.key, ())
+        names = []
+        for t in templates:
+            key = f"{pod.namespace}/{t.name}"
+            class_name = t.storage_class_name if t.storage_class_name is not None else default
+            if key not in claims and class_name and class_name in classes:
+                claims[key] = PersistentVolumeClaim(
+                    pod.namespace, t.name, storage_class_name=class_name
+                )
+            if key in claims:
+                names.append(t.name)
+            else:
+                owner = col.pod_sources[pod.key].describe()
+                skipped.setdefault(owner, []).append(t.name)
+        pending.append(
+            dataclasses.replace(pod, pvc_names=(*pod.pvc_names, *names)) if names else pod
+        )
+    for owner, names in skipped.items():
+        col.warnings.append(
+            f"{owner}: volumeClaimTemplates not simulated for {', '.join(names)}: "
+            "neither the claim nor its StorageClass is in the input"
+        )
+    volumes = {name: pv for name, (pv, _) in col.pvs.items()}
+    return pending, StorageObjects(claims=claims, volumes=volumes, classes=classes)
 
 
 def _with_usage(pool: PoolTemplate, existing: Sequence[ExistingNode]) -> PoolTemplate:

@@ -111,6 +111,8 @@ def solve_input(
         existing=tuple(manifests.existing),
         daemonsets=tuple(manifests.daemonsets),
         options=options or SolveOptions(),
+        volume_requirements=manifests.volume_requirements,
+        volume_errors=manifests.volume_errors,
     )
 
 

@@ -592,24 +592,28 @@ def pod_from_dict(raw: object, path: str = "pod", *, default_namespace: str = "d
     return pod_from_parts(meta, spec, status, path, default_namespace=default_namespace)
 
 
+def _claim_names(meta: JSON, spec: JSON, spath: str) -> tuple[str, ...]:
+    """PVCs the pod mounts: named ones, and the ``<pod>-<volume>`` claim Kubernetes creates for
+    each generic ephemeral volume."""
+    pod_name = _str(meta.get("name"), "metadata.name")
+    names: list[str] = []
+    for i, v in enumerate(_list(spec.get("volumes"), f"{spath}.volumes")):
+        vpath = f"{spath}.volumes[{i}]"
+        volume = _obj(v, vpath)
+        claim = _obj(volume.get("persistentVolumeClaim"), f"{vpath}.persistentVolumeClaim")
+        if claim:
+            names.append(_str(claim.get("claimName"), f"{vpath}.persistentVolumeClaim.claimName"))
+        elif volume.get("ephemeral") is not None and pod_name:
+            names.append(f"{pod_name}-{_str(volume.get('name'), f'{vpath}.name')}")
+    return tuple(names)
+
+
 def pod_from_parts(
     meta: JSON, spec: JSON, status: JSON, path: str, *, default_namespace: str = "default"
 ) -> Pod:
     spath = f"{path}.spec"
     aff = _affinity(spec, spath)
-    volumes = _list(spec.get("volumes"), f"{spath}.volumes")
-    pvcs = []
-    for i, v in enumerate(volumes):
-        claim = _obj(
-            _obj(v, f"{spath}.volumes[{i}]").get("persistentVolumeClaim"),
-            f"{spath}.volumes[{i}].persistentVolumeClaim",
-        )
-        if claim:
-            pvcs.append(
-                _str(
-                    claim.get("claimName"), f"{spath}.volumes[{i}].persistentVolumeClaim.claimName"
-                )
-            )
+    pvcs = _claim_names(meta, spec, spath)
     tgp = spec.get("terminationGracePeriodSeconds")
     return Pod(
         namespace=_str(meta.get("namespace"), f"{path}.metadata.namespace", default_namespace)
@@ -663,7 +667,7 @@ def pod_from_parts(
         nominated_node_name=_str(
             status.get("nominatedNodeName"), f"{path}.status.nominatedNodeName"
         ),
-        pvc_names=tuple(pvcs),
+        pvc_names=pvcs,
         resource_claims=bool(_list(spec.get("resourceClaims"), f"{spath}.resourceClaims")),
         scheduler_name=_str(
             spec.get("schedulerName"), f"{spath}.schedulerName", "default-scheduler"

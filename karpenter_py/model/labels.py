@@ -187,6 +187,8 @@ NORMALIZED_LABELS: Final = {
     "beta.kubernetes.io/arch": LABEL_ARCH,
     "beta.kubernetes.io/os": LABEL_OS,
     "beta.kubernetes.io/instance-type": LABEL_INSTANCE_TYPE,
+    # Older EBS CSI volumes pin their zone with the driver's own key.
+    "topology.ebs.csi.aws.com/zone": LABEL_TOPOLOGY_ZONE,
 }
 
 # Pod priority classes treated as critical when draining (drained last).

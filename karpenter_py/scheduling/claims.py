@@ -74,7 +74,11 @@ class NewClaim:
         return all(amount <= headroom.get(name, 0) for name, amount in requests.items())
 
     def try_add(
-        self, st: PodState, topology: Topology, signature: tuple[object, ...]
+        self,
+        st: PodState,
+        topology: Topology,
+        signature: tuple[object, ...],
+        volumes: tuple[Requirements, ...] = (),
     ) -> str | None:
         if self._refused.get(signature) == self.version:
             return "does not fit (unchanged since last check)"
@@ -83,6 +87,36 @@ class NewClaim:
             self._refused[signature] = self.version
             return why
         reqs = self.requirements & st.requirements
+        if volumes:
+            return self._try_volumes(st, topology, signature, reqs, volumes)
+        return self._place(st, topology, reqs)
+
+    def _try_volumes(
+        self,
+        st: PodState,
+        topology: Topology,
+        signature: tuple[object, ...],
+        reqs: Requirements,
+        volumes: tuple[Requirements, ...],
+    ) -> str | None:
+        """As upstream: each volume alternative in turn, the pod placed with the first that
+        fits. They narrow the claim (so zones restrict offerings), not the pod's affinity."""
+        why: str | None = None
+        only_conflicts = True
+        for alternative in volumes:
+            conflict = compatible(reqs, alternative, allow_undefined=WELL_KNOWN)
+            if conflict is not None:
+                why = f"incompatible volume requirements, {conflict}"
+                continue
+            only_conflicts = False
+            why = self._place(st, topology, reqs & alternative)
+            if why is None:
+                return None
+        if only_conflicts:  # decided by the claim's requirements alone: remember it
+            self._refused[signature] = self.version
+        return why
+
+    def _place(self, st: PodState, topology: Topology, reqs: Requirements) -> str | None:
         # Pod domains come from the strict requirements: a preferred node affinity may steer the
         # node, but must not shrink the domains a spread's skew is computed over.
         narrowed = topology.narrow(st.index, st.pod, st.strict_requirements, reqs)
@@ -207,7 +241,11 @@ class ExistingSlot:
         self._refused: dict[tuple[object, ...], int] = {}
 
     def try_add(
-        self, st: PodState, topology: Topology, signature: tuple[object, ...]
+        self,
+        st: PodState,
+        topology: Topology,
+        signature: tuple[object, ...],
+        volumes: tuple[Requirements, ...] = (),
     ) -> str | None:
         if self._refused.get(signature) == self.version:
             return "does not fit (unchanged since last check)"
@@ -216,6 +254,25 @@ class ExistingSlot:
             self._refused[signature] = self.version
             return why
         reqs = self.requirements & st.requirements
+        if not volumes:
+            return self._place(st, topology, reqs)
+        only_conflicts = True
+        for alternative in volumes:
+            # The node's labels must satisfy the alternative as they are (upstream's Compatible
+            # without undefined well-known labels): a volume cannot attach to a node lacking them.
+            conflict = compatible(self.requirements, alternative)
+            if conflict is not None:
+                why = f"incompatible volume requirements, {conflict}"
+                continue
+            only_conflicts = False
+            why = self._place(st, topology, reqs & alternative)
+            if why is None:
+                return None
+        if only_conflicts:
+            self._refused[signature] = self.version
+        return why
+
+    def _place(self, st: PodState, topology: Topology, reqs: Requirements) -> str | None:
         # Pod domains come from the strict requirements: a preferred node affinity may steer the
         # node, but must not shrink the domains a spread's skew is computed over.
         narrowed = topology.narrow(st.index, st.pod, st.strict_requirements, reqs)

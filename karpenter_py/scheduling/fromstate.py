@@ -19,6 +19,7 @@ from karpenter_py.scheduling.inputs import (
 from karpenter_py.scheduling.instances import daemon_requirement_terms
 from karpenter_py.scheduling.requirements import Requirements, compatible
 from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, untolerated
+from karpenter_py.scheduling.volumes import volume_inputs
 from karpenter_py.state.snapshot import Snapshot
 from karpenter_py.state.statenode import StateNode
 
@@ -142,7 +143,8 @@ def solve_input(
     options: SolveOptions,
     extra_pods: Sequence[Pod] = (),
 ) -> SolveInput:
-    """Pending and reschedulable pods against every ready NodePool and the existing nodes."""
+    """Pending and reschedulable pods against every ready NodePool and the existing nodes, with
+    where their volumes can attach."""
     usage = pool_usage(snapshot)
     pools = [
         replace(pool_from_nodepool(np), usage=usage.get(np.metadata.name or "", {}))
@@ -153,11 +155,15 @@ def solve_input(
         for sn in snapshot.nodes
         if not sn.marked_for_deletion
     ]
+    pods = [*snapshot.pending, *snapshot.reschedulable, *extra_pods]
+    volume_requirements, volume_errors = volume_inputs(pods, snapshot.storage)
     return SolveInput(
-        pods=[*snapshot.pending, *snapshot.reschedulable, *extra_pods],
+        pods=pods,
         pools=pools,
         instance_types=instance_types,
         existing=existing,
         daemonsets=snapshot.daemonsets,
         options=options,
+        volume_requirements=volume_requirements,
+        volume_errors=volume_errors,
     )

@@ -16,6 +16,10 @@ from karpenter_py.model.quantity import parse_resources
 
 MAX_INSTANCE_TYPES: Final = 600
 
+# Where a pod's volumes can attach: OR-ed alternatives, each a set of node requirements (AND),
+# tried in order. Empty means the volumes do not constrain the pod.
+VolumeAlternatives = tuple[tuple[SelectorRequirement, ...], ...]
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PoolTemplate:
@@ -103,6 +107,15 @@ def pool_template(
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeFacts:
+    """One pod's volume topology: requirement alternatives, or why its volumes rule it out
+    (a missing claim, volume or class; a claim not bound yet; ...)."""
+
+    alternatives: VolumeAlternatives = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SolveInput:
     pods: Sequence[Pod]
     pools: Sequence[PoolTemplate]
@@ -111,3 +124,8 @@ class SolveInput:
     existing: Sequence[ExistingNode] = ()
     daemonsets: Sequence[Pod] = ()  # one template pod per DaemonSet
     options: SolveOptions = SolveOptions()
+    # Pod key -> where its volumes can attach (``scheduling.volumes``). These narrow the node a
+    # pod goes to, never the pod's own affinity: topology spread still counts it as it asks.
+    volume_requirements: Mapping[str, VolumeAlternatives] = field(default_factory=dict)
+    # Pod key -> why its volumes make it unschedulable.
+    volume_errors: Mapping[str, str] = field(default_factory=dict)

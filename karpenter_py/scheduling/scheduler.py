@@ -29,7 +29,12 @@ from karpenter_py.model.labels import (
 from karpenter_py.model.quantity import Resources
 from karpenter_py.scheduling.claims import ExistingSlot, NewClaim, relax_min_values
 from karpenter_py.scheduling.diagnose import diagnose
-from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate, SolveInput
+from karpenter_py.scheduling.inputs import (
+    ExistingNode,
+    PoolTemplate,
+    SolveInput,
+    VolumeAlternatives,
+)
 from karpenter_py.scheduling.instances import PoolIndex, iter_bits
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
@@ -86,6 +91,9 @@ class _Solver:
         self.buckets: dict[int, dict[NewClaim, None]] = {}
         self.claims: list[NewClaim] = []
         self.cache: RequirementsCache = {}
+        # Pod index -> its volumes' requirement alternatives; only pods that have some.
+        self.volumes: dict[int, tuple[Requirements, ...]] = {}
+        self._volume_cache: dict[VolumeAlternatives, tuple[Requirements, ...]] = {}
 
     # ------------------------------------------------------------------ setup
     def _existing_slots(
@@ -164,12 +172,20 @@ class _Solver:
         respect = self.inp.options.preference_policy == "Respect"
         states: list[PodState] = []
         errors: dict[int, str] = {}
+        volume_errors = self.inp.volume_errors
+        volume_requirements = self.inp.volume_requirements
         for i, pod in enumerate(self.inp.pods):
             st = PodState.of(pod, i, respect_preferences=respect, cache=self.cache)
             why = unsupported_reason(pod)
+            if why is None and volume_errors:
+                why = volume_errors.get(pod.key)
             if why is not None:
                 errors[i] = why
                 continue
+            if volume_requirements:
+                alternatives = volume_requirements.get(pod.key)
+                if alternatives:
+                    self.volumes[i] = self._volume_requirements(alternatives)
             states.append(st)
             self._register(st)
         states.sort(key=_pod_order)
@@ -197,15 +213,25 @@ class _Solver:
                 last_seen[st.index] = len(queue)
         return list(queue)
 
+    def _volume_requirements(self, alternatives: VolumeAlternatives) -> tuple[Requirements, ...]:
+        """Alternatives as Requirements, shared by every pod that has the same ones."""
+        cached = self._volume_cache.get(alternatives)
+        if cached is None:
+            cached = tuple(Requirements.from_selectors(alt) for alt in alternatives)
+            self._volume_cache[alternatives] = cached
+        return cached
+
     def _add(self, st: PodState) -> str | None:
-        sig = st.signature
+        volumes = self.volumes.get(st.index, ()) if self.volumes else ()
+        # Volumes decide fits too, so two pods alike but for them must not share refusals.
+        sig = (*st.signature, volumes) if volumes else st.signature
         requests = st.pod.requests
         pre = self.topology.prefilter(st.index, st.pod, st.strict_requirements)
         check = bool(pre.hostnames or pre.domains)
         for slot in self.slots:
             if check and pre.rules_out(slot.name, slot.requirements):
                 continue
-            if slot.has_room(requests) and slot.try_add(st, self.topology, sig) is None:
+            if slot.has_room(requests) and slot.try_add(st, self.topology, sig, volumes) is None:
                 return None
         for count in sorted(self.buckets):
             for claim in self.buckets[count]:
@@ -213,7 +239,7 @@ class _Solver:
                     continue
                 if (
                     not claim.has_room(requests)
-                    or claim.try_add(st, self.topology, sig) is not None
+                    or claim.try_add(st, self.topology, sig, volumes) is not None
                 ):
                     continue
                 # Mutating the buckets is safe: we return before iterating again.
@@ -222,9 +248,11 @@ class _Solver:
                     del self.buckets[count]
                 self.buckets.setdefault(count + 1, {})[claim] = None
                 return None
-        return self._new_claim(st)
+        return self._new_claim(st, sig, volumes)
 
-    def _new_claim(self, st: PodState) -> str | None:
+    def _new_claim(
+        self, st: PodState, sig: tuple[object, ...], volumes: tuple[Requirements, ...]
+    ) -> str | None:
         reasons = []
         for idx in self.indexes:
             name = idx.pool.name
@@ -245,7 +273,7 @@ class _Solver:
                 mask,
                 relax_min_values=self.inp.options.min_values_policy == "BestEffort",
             )
-            why = claim.try_add(st, self.topology, st.signature)
+            why = claim.try_add(st, self.topology, sig, volumes)
             if why is None:
                 self.claims.append(claim)
                 self.buckets.setdefault(1, {})[claim] = None

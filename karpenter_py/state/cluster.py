@@ -13,6 +13,12 @@ from datetime import datetime
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod
+from karpenter_py.model.storage import (
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    StorageObjects,
+)
 from karpenter_py.state.pdb import PodDisruptionBudget
 from karpenter_py.state.snapshot import Snapshot, is_provisionable, is_reschedulable
 from karpenter_py.state.statenode import StateNode
@@ -35,6 +41,11 @@ class Cluster:
         self.pdbs: dict[
             str, PodDisruptionBudget
         ] = {}  # "kind/key" -> why the object could not be parsed
+        # Volume topology facts. Not in the sync gate: until they are listed a pod that mounts a
+        # claim is refused (claim not found), never placed wrongly.
+        self.pvcs: dict[str, PersistentVolumeClaim] = {}  # namespace/name
+        self.pvs: dict[str, PersistentVolume] = {}
+        self.storage_classes: dict[str, StorageClass] = {}
         self._pods_by_node: dict[str, set[str]] = {}
         self._synced: set[str] = set()
         self._deleting: set[str] = set()  # NodeClaim names marked for deletion
@@ -149,6 +160,35 @@ class Cluster:
     def replace_pdbs(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
         self.pdbs = {p.key: p for p in pdbs}
 
+    # Storage changes do not bump ``generation``: nothing generation-gated reads them, and a
+    # pod waiting on a claim is retried by the provisioner's resync.
+    def upsert_pvc(self, pvc: PersistentVolumeClaim) -> None:
+        self.pvcs[pvc.key] = pvc
+
+    def delete_pvc(self, key: str) -> None:
+        self.pvcs.pop(key, None)
+
+    def replace_pvcs(self, pvcs: Iterable[PersistentVolumeClaim]) -> None:
+        self.pvcs = {p.key: p for p in pvcs}
+
+    def upsert_pv(self, pv: PersistentVolume) -> None:
+        self.pvs[pv.name] = pv
+
+    def delete_pv(self, name: str) -> None:
+        self.pvs.pop(name, None)
+
+    def replace_pvs(self, pvs: Iterable[PersistentVolume]) -> None:
+        self.pvs = {p.name: p for p in pvs}
+
+    def upsert_storage_class(self, sc: StorageClass) -> None:
+        self.storage_classes[sc.name] = sc
+
+    def delete_storage_class(self, name: str) -> None:
+        self.storage_classes.pop(name, None)
+
+    def replace_storage_classes(self, classes: Iterable[StorageClass]) -> None:
+        self.storage_classes = {c.name: c for c in classes}
+
     # ------------------------------------------------------------------ decisions' bookkeeping
     def mark_for_deletion(self, *nodeclaim_names: str) -> None:
         self._deleting.update(nodeclaim_names)
@@ -246,4 +286,9 @@ class Cluster:
             namespace_labels={k: dict(v) for k, v in self.namespace_labels.items()},
             reserved={k: dict(v) for k, v in self._reserved.items() if k in self.nodeclaims},
             nodeclasses=dict(self.nodeclasses),
+            storage=StorageObjects(
+                claims=dict(self.pvcs),
+                volumes=dict(self.pvs),
+                classes=dict(self.storage_classes),
+            ),
         )

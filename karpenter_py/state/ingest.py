@@ -23,6 +23,14 @@ from karpenter_py.model.core import (
     pod_from_dict,
     pod_from_parts,
 )
+from karpenter_py.model.storage import (
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+)
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.pdb import PodDisruptionBudget
 
@@ -248,3 +256,63 @@ class PDBSink(_Sink[PodDisruptionBudget]):
 
     def replace(self, objs: Sequence[RawObject]) -> None:
         self.cluster.replace_pdbs(self._parse_all(objs))
+
+
+class PersistentVolumeClaimSink(_Sink[PersistentVolumeClaim]):
+    kind = "persistentvolumeclaims"
+
+    def parse(self, obj: RawObject) -> PersistentVolumeClaim:
+        return pvc_from_dict(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        pvc = self._parse(obj)
+        if pvc is not None:
+            self.cluster.upsert_pvc(pvc)
+        else:  # an unreadable claim is as good as missing: its pods get a clear reason
+            self.cluster.delete_pvc(object_key(obj))
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_pvc(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_pvcs(self._parse_all(objs))
+
+
+class PersistentVolumeSink(_Sink[PersistentVolume]):
+    kind = "persistentvolumes"
+
+    def parse(self, obj: RawObject) -> PersistentVolume:
+        return pv_from_dict(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        pv = self._parse(obj)
+        if pv is not None:
+            self.cluster.upsert_pv(pv)
+        else:
+            self.cluster.delete_pv(object_key(obj))
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_pv(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_pvs(self._parse_all(objs))
+
+
+class StorageClassSink(_Sink[StorageClass]):
+    kind = "storageclasses"
+
+    def parse(self, obj: RawObject) -> StorageClass:
+        return storage_class_from_dict(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        sc = self._parse(obj)
+        if sc is not None:
+            self.cluster.upsert_storage_class(sc)
+        else:
+            self.cluster.delete_storage_class(object_key(obj))
+
+    def delete(self, obj: RawObject) -> None:
+        self.cluster.delete_storage_class(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self.cluster.replace_storage_classes(self._parse_all(objs))

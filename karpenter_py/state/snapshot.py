@@ -12,6 +12,7 @@ from datetime import datetime
 
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
+from karpenter_py.model.storage import StorageObjects
 from karpenter_py.state.statenode import StateNode
 
 
@@ -54,3 +55,5 @@ class Snapshot:
     reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # (group, kind, name) of each NodeClass seen -> Ready.
     nodeclasses: Mapping[tuple[str, str, str], bool] = field(default_factory=dict)
+    # PersistentVolumeClaims, PersistentVolumes and StorageClasses, for volume topology.
+    storage: StorageObjects = field(default_factory=StorageObjects)
