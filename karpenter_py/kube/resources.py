@@ -52,6 +52,11 @@ NODES: Final = Resource("", "v1", "nodes", False, "Node")
 NAMESPACES: Final = Resource("", "v1", "namespaces", False, "Namespace")
 EVENTS: Final = Resource("", "v1", "events", True, "Event")
 CONFIGMAPS: Final = Resource("", "v1", "configmaps", True, "ConfigMap")
+PERSISTENTVOLUMECLAIMS: Final = Resource(
+    "", "v1", "persistentvolumeclaims", True, "PersistentVolumeClaim"
+)
+PERSISTENTVOLUMES: Final = Resource("", "v1", "persistentvolumes", False, "PersistentVolume")
+STORAGECLASSES: Final = Resource("storage.k8s.io", "v1", "storageclasses", False, "StorageClass")
 DAEMONSETS: Final = Resource("apps", "v1", "daemonsets", True, "DaemonSet")
 DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", True, "Deployment")
 PODDISRUPTIONBUDGETS: Final = Resource(
@@ -63,4 +68,7 @@ NODECLAIMS: Final = Resource("karpenter.sh", "v1", "nodeclaims", False, "NodeCla
 EC2NODECLASSES: Final = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", False, "EC2NodeClass")
 KWOKNODECLASSES: Final = Resource(
     "karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses", False, "KWOKNodeClass"
+)
+VOLUMEATTACHMENTS: Final = Resource(
+    "storage.k8s.io", "v1", "volumeattachments", False, "VolumeAttachment"
 )

@@ -17,9 +17,11 @@ from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock, RealClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.nodeclaim.consistency import NodeClaimConsistency
 from karpenter_py.controllers.nodeclaim.expiration import NodeClaimExpiration
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
+from karpenter_py.controllers.nodeclaim.podevents import NodeClaimPodEvents
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
 from karpenter_py.controllers.nodepool.readiness import NodePoolReadiness
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
@@ -40,8 +42,11 @@ from karpenter_py.kube.resources import (
     NODECLAIMS,
     NODEPOOLS,
     NODES,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
     PODDISRUPTIONBUDGETS,
     PODS,
+    STORAGECLASSES,
     Resource,
 )
 from karpenter_py.launcher.launch import Launcher
@@ -66,7 +71,10 @@ from karpenter_py.state.ingest import (
     NodePoolSink,
     NodeSink,
     PDBSink,
+    PersistentVolumeClaimSink,
+    PersistentVolumeSink,
     PodSink,
+    StorageClassSink,
     object_key,
 )
 
@@ -184,6 +192,8 @@ class App:
         )
         self.readiness = NodePoolReadiness(client, cluster, clock=clock, metrics=metrics)
         self.counter = NodePoolCounter(client, cluster, clock=clock, metrics=metrics)
+        self.podevents = NodeClaimPodEvents(client, cluster, clock=clock, metrics=metrics)
+        self.consistency = NodeClaimConsistency(client, cluster, rec, clock=clock, metrics=metrics)
 
     # ------------------------------------------------------------------ wiring
     def _reflector(self, resource: Resource, name: str, sinks: Sequence[Sink]) -> Reflector:
@@ -219,6 +229,10 @@ class App:
                     CallbackSink(on_upsert=self.nodeclaim_termination.on_nodeclaim),
                     CallbackSink(on_upsert=self.expiration.on_nodeclaim),
                     CallbackSink(
+                        on_upsert=self.consistency.on_nodeclaim,
+                        on_delete=self.consistency.on_nodeclaim_deleted,
+                    ),
+                    CallbackSink(
                         on_upsert=self.counter.on_nodeclaim, on_delete=self.counter.on_nodeclaim
                     ),
                 ],
@@ -233,6 +247,11 @@ class App:
                         on_upsert=self.node_termination.on_pod,
                         on_delete=self.node_termination.on_pod,
                     ),
+                    CallbackSink(
+                        on_upsert=self.podevents.on_pod,
+                        on_delete=self.podevents.on_pod_deleted,
+                        on_replace=self.podevents.on_pods_listed,
+                    ),
                 ],
             ),
             self._reflector(
@@ -246,6 +265,12 @@ class App:
             ),
             self._reflector(DAEMONSETS, "daemonsets", [DaemonSetSink(c)]),
             self._reflector(PODDISRUPTIONBUDGETS, "pdbs", [PDBSink(c)]),
+            # Volume topology: where the volumes pending pods mount can attach.
+            self._reflector(
+                PERSISTENTVOLUMECLAIMS, "persistentvolumeclaims", [PersistentVolumeClaimSink(c)]
+            ),
+            self._reflector(PERSISTENTVOLUMES, "persistentvolumes", [PersistentVolumeSink(c)]),
+            self._reflector(STORAGECLASSES, "storageclasses", [StorageClassSink(c)]),
             *self._nodeclass_reflectors(),
             self._reflector(NAMESPACES, "namespaces", [CallbackSink(on_upsert=self._on_namespace)]),
         ]
@@ -298,6 +323,8 @@ class App:
             tg.create_task(self.counter.run())
             tg.create_task(self.readiness.run())
             tg.create_task(self.expiration.run())
+            tg.create_task(self.podevents.run())
+            tg.create_task(self.consistency.run())
 
     async def run(self, *, identity: str | None = None, host: str = "0.0.0.0") -> None:
         """Probes, informers and cluster-state metrics on every replica; decisions only while

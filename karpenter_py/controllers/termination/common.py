@@ -99,24 +99,33 @@ async def set_nodeclaim_condition(
     *,
     reason: str = "",
     message: str = "",
-) -> None:
+) -> NodeClaim:
     """Best effort: a termination progress marker for humans (kubectl get nodeclaim -o yaml).
-    A lost race or a vanished NodeClaim is not worth failing the termination step for."""
+    A lost race or a vanished NodeClaim is not worth failing the termination step for.
+
+    Returns the NodeClaim as written (so a second condition in the same pass carries the new
+    resourceVersion instead of conflicting with our own write), or ``nc`` when nothing was
+    written."""
     work = nc.model_copy(deep=True)
     if not work.status.set_condition(
         type_, status, now=deps.clock.now(), reason=reason, message=message
     ):
-        return
+        return nc
     patch = {
         "metadata": {"resourceVersion": nc.metadata.resource_version},
         "status": work.status.model_dump(mode="json", by_alias=True),
     }
     try:
-        await deps.client.patch(
+        updated = await deps.client.patch(
             NODECLAIMS, nc.name, patch, patch_type=PatchType.MERGE, subresource="status"
         )
     except (ConflictError, NotFoundError):
         log.debug("condition not written", extra={"nodeclaim": nc.name, "condition": type_})
+        return nc
+    try:
+        return NodeClaim.model_validate(updated)
+    except ValidationError:
+        return nc
 
 
 async def wait_synced(cluster: Cluster, *, poll: float = 0.1) -> None:

@@ -52,14 +52,20 @@ def is_stuck_terminating(pod: Pod, now: datetime) -> bool:
     return deleted is not None and now - deleted > STUCK_TERMINATING
 
 
-def is_waiting_eviction(pod: Pod, now: datetime) -> bool:
-    """The node is not drained while this pod is on it."""
+def is_drainable(pod: Pod, now: datetime) -> bool:
+    """Draining the node concerns this pod (upstream's IsDrainable): it does not tolerate the
+    disrupted taint, is not a mirror pod and is not stuck terminating. Terminal pods still count
+    as drainable; do-not-disrupt pods too (the drain waits for them)."""
     return (
-        not pod.is_terminal()
+        not tolerates_disrupted(pod)
         and not is_stuck_terminating(pod, now)
-        and not tolerates_disrupted(pod)
         and not pod.is_mirror_pod()
     )
+
+
+def is_waiting_eviction(pod: Pod, now: datetime) -> bool:
+    """The node is not drained while this pod is on it."""
+    return not pod.is_terminal() and is_drainable(pod, now)
 
 
 def is_active(pod: Pod) -> bool:

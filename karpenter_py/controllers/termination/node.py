@@ -6,12 +6,15 @@ the ``karpenter.sh/termination`` finalizer, each pass:
 1. taints it ``karpenter.sh/disrupted:NoSchedule`` (replacing the key's other effects) and labels
    it ``node.kubernetes.io/exclude-from-external-load-balancers=karpenter``;
 2. drains it (``drain.plan_drain``): forced deletes past the grace-period deadline, evictions of
-   the first non-empty priority group through the :class:`EvictionQueue`; requeue until drained;
-3. ``CloudProvider.delete`` until it answers NodeClaimNotFound;
-4. removes the finalizer (conditional on the Node's resourceVersion).
+   the first non-empty priority group through the :class:`EvictionQueue`; requeue until drained
+   and the node has been tainted for at least ``volumes.MIN_DRAIN_TIME`` (``Drained=True``);
+3. waits (1 s requeues) until no VolumeAttachment of a drained pod's volume is left on the node
+   (``VolumesDetached``; event ``AwaitingVolumeDetachment``), unless the grace period is over;
+4. ``CloudProvider.delete`` until it answers NodeClaimNotFound;
+5. removes the finalizer (conditional on the Node's resourceVersion).
 
 A Node deleted directly (``kubectl delete node``) also gets its NodeClaim deleted, so both take
-the same path. A NotReady Node whose instance is already gone skips straight to 4, as does a
+the same path. A NotReady Node whose instance is already gone skips straight to 5, as does a
 Node without a NodeClaim (nothing would track its termination). The grace-period deadline is the NodeClaim's
 ``karpenter.sh/nodeclaim-termination-timestamp`` annotation.
 
@@ -22,6 +25,7 @@ Wiring (manager): run :meth:`NodeTermination.run` and the eviction queue's ``run
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from karpenter_py.aio.clock import Clock
@@ -36,15 +40,21 @@ from karpenter_py.controllers.termination.common import (
 )
 from karpenter_py.controllers.termination.drain import DrainPlan, parse_time, plan_drain
 from karpenter_py.controllers.termination.eviction import EvictionQueue
+from karpenter_py.controllers.termination.volumes import (
+    grace_period_elapsed,
+    min_drain_remaining,
+    pending_volume_attachments,
+)
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import ConflictError, NotFoundError
 from karpenter_py.kube.events import WARNING, EventRecorder, Reason, object_ref
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODES, PODS
-from karpenter_py.model.api.meta import CONDITION_TRUE, CONDITION_UNKNOWN
+from karpenter_py.model.api.meta import CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN
 from karpenter_py.model.api.nodeclaim import (
     CONDITION_DRAINED,
     CONDITION_INSTANCE_TERMINATING,
+    CONDITION_VOLUMES_DETACHED,
     NodeClaim,
 )
 from karpenter_py.model.core import EFFECT_NO_SCHEDULE, Node, node_from_dict
@@ -62,7 +72,10 @@ from karpenter_py.state.cluster import Cluster
 log = logging.getLogger("karpenter.node.termination")
 
 DRAIN_REQUEUE = 1.0
+VOLUME_REQUEUE = 1.0
 INSTANCE_REQUEUE = 5.0
+REASON_AWAITING_VOLUME_DETACHMENT = "AwaitingVolumeDetachment"
+REASON_GRACE_PERIOD_ELAPSED = "TerminationGracePeriodElapsed"
 EXCLUDE_FROM_LB_VALUE = "karpenter"
 
 
@@ -122,6 +135,7 @@ class NodeTermination:
         self.workers = workers
         self.queue = new_queue(self.name)
         self._terminating: set[str] = set()  # nodes mid-drain: their pods' events wake us
+        self._tainted_at: dict[str, datetime] = {}  # node -> when we first saw it tainted
 
     # ------------------------------------------------------------------ triggers (sync)
     def on_node(self, obj: KubeObject) -> None:
@@ -149,7 +163,7 @@ class NodeTermination:
             or not node.deletion_timestamp
             or FINALIZER_TERMINATION not in node.finalizers
         ):
-            self._terminating.discard(key)
+            self._forget(key)
             return None
         self._terminating.add(key)
         nc = (
@@ -167,26 +181,86 @@ class NodeTermination:
         if not node.ready and await self._instance_gone(node):
             return await self._release(node)
         await self._cordon(key)
-        plan = plan_drain(
-            self.deps.cluster.pods_on(key),
-            self.deps.clock.now(),
-            parse_time(nc.metadata.annotations.get(ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, "")),
+        now = self.deps.clock.now()
+        deadline = parse_time(
+            nc.metadata.annotations.get(ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, "")
         )
+        plan = plan_drain(self.deps.cluster.pods_on(key), now, deadline)
         if not plan.drained:
             await self._drain(node, nc, plan)
             return Result(requeue_after=DRAIN_REQUEUE)
+        wait = min_drain_remaining(self._tainted_at.get(key), now)
+        if wait > 0:
+            # Let the scheduler and kubelet see the taint: a pod bound in the meantime is
+            # drained on the next pass instead of dying with the instance.
+            return Result(requeue_after=wait)
         if not nc.status.is_true(CONDITION_DRAINED):
-            await set_nodeclaim_condition(self.deps, nc, CONDITION_DRAINED, CONDITION_TRUE)
+            nc = await set_nodeclaim_condition(self.deps, nc, CONDITION_DRAINED, CONDITION_TRUE)
             if self.deps.metrics is not None:
                 self.deps.metrics.nodes_drained.labels(
                     nodepool=node.labels.get(LABEL_NODEPOOL, "")
                 ).inc()
+        nc, waiting = await self._await_volumes(node, nc, now, deadline)
+        if waiting:
+            return Result(requeue_after=VOLUME_REQUEUE)
         try:
             await self.deps.cloud.delete(nc)
         except NodeClaimNotFoundError:
             return await self._release(node)
         await set_nodeclaim_condition(self.deps, nc, CONDITION_INSTANCE_TERMINATING, CONDITION_TRUE)
         return Result(requeue_after=INSTANCE_REQUEUE)
+
+    async def _await_volumes(
+        self, node: Node, nc: NodeClaim, now: datetime, deadline: datetime | None
+    ) -> tuple[NodeClaim, bool]:
+        """VolumesDetached: True once no blocking VolumeAttachment is left; Unknown (and an
+        ``AwaitingVolumeDetachment`` event) while some are; False when the grace period cut the
+        wait short. Returns the NodeClaim as written and whether to keep waiting."""
+        done = nc.status.get_condition(CONDITION_VOLUMES_DETACHED)
+        if done is not None and done.status != CONDITION_UNKNOWN:
+            return nc, False  # decided on an earlier pass: no more LISTs
+        pending = await pending_volume_attachments(
+            self.deps.client, self.deps.cluster.pods_on(node.name), node.name, now
+        )
+        if not pending:
+            nc = await set_nodeclaim_condition(
+                self.deps, nc, CONDITION_VOLUMES_DETACHED, CONDITION_TRUE
+            )
+            return nc, False
+        if grace_period_elapsed(deadline, now):
+            log.info(
+                "termination grace period elapsed, not waiting for volumes to detach",
+                extra={"node": node.name, "volumeattachments": len(pending)},
+            )
+            nc = await set_nodeclaim_condition(
+                self.deps,
+                nc,
+                CONDITION_VOLUMES_DETACHED,
+                CONDITION_FALSE,
+                reason=REASON_GRACE_PERIOD_ELAPSED,
+                message=REASON_GRACE_PERIOD_ELAPSED,
+            )
+            return nc, False
+        self.deps.recorder.record(
+            object_ref("v1", "Node", node.name, uid=node.uid or None),
+            REASON_AWAITING_VOLUME_DETACHMENT,
+            f"Awaiting deletion of {len(pending)} VolumeAttachments bound to node",
+            event_type=WARNING,
+            dedupe_values=(node.name,),
+        )
+        nc = await set_nodeclaim_condition(
+            self.deps,
+            nc,
+            CONDITION_VOLUMES_DETACHED,
+            CONDITION_UNKNOWN,
+            reason=REASON_AWAITING_VOLUME_DETACHMENT,
+            message=REASON_AWAITING_VOLUME_DETACHMENT,
+        )
+        return nc, True
+
+    def _forget(self, name: str) -> None:
+        self._terminating.discard(name)
+        self._tainted_at.pop(name, None)
 
     async def _load(self, name: str) -> Node | None:
         cached = self.deps.cluster.nodes.get(name)
@@ -212,16 +286,18 @@ class NodeTermination:
         return False
 
     async def _cordon(self, name: str) -> None:
+        """Taint and label the node; remember when we first knew it tainted (the minimum drain
+        time counts from there; after a restart, from the first pass, which only waits longer)."""
         cached = self.deps.cluster.nodes.get(name)
-        if cached is not None and _is_cordoned(cached):
-            return  # skip the GET
-        try:
-            raw = await self.deps.client.get(NODES, name)
-        except NotFoundError:
-            return
-        patch = cordon_patch(raw)
-        if patch is not None:
-            await self.deps.client.patch(NODES, name, patch, patch_type=PatchType.MERGE)
+        if cached is None or not _is_cordoned(cached):  # else skip the GET
+            try:
+                raw = await self.deps.client.get(NODES, name)
+            except NotFoundError:
+                return
+            patch = cordon_patch(raw)
+            if patch is not None:
+                await self.deps.client.patch(NODES, name, patch, patch_type=PatchType.MERGE)
+        self._tainted_at.setdefault(name, self.deps.clock.now())
 
     async def _drain(self, node: Node, nc: NodeClaim, plan: DrainPlan) -> None:
         deadline = nc.metadata.annotations.get(ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, "")
@@ -265,7 +341,7 @@ class NodeTermination:
         try:
             raw = await self.deps.client.get(NODES, node.name)
         except NotFoundError:
-            self._terminating.discard(node.name)
+            self._forget(node.name)
             return None
         meta = metadata(raw)
         removed = await remove_finalizer(
@@ -276,7 +352,7 @@ class NodeTermination:
             resource_version=str(meta.get("resourceVersion") or ""),
             finalizer=FINALIZER_TERMINATION,
         )
-        self._terminating.discard(node.name)
+        self._forget(node.name)
         if removed:
             self._terminated(node, str(meta.get("deletionTimestamp") or ""))
         return None
