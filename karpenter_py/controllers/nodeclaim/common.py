@@ -13,32 +13,17 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
-from karpenter_py.aio.clock import Clock
-from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.common import Deps
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import ConflictError, NotFoundError
-from karpenter_py.kube.events import EventRecorder, object_ref
+from karpenter_py.kube.events import object_ref
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODECLAIMS, NODES
 from karpenter_py.model.api.nodeclaim import API_VERSION, KIND, NodeClaim
-from karpenter_py.model.core import Node
 from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE
-from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim")
-
-
-@dataclass(frozen=True, slots=True)
-class Deps:
-    client: KubeClient
-    cluster: Cluster
-    cloud: CloudProvider
-    recorder: EventRecorder
-    clock: Clock
-    metrics: Metrics | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,30 +41,6 @@ def nodeclaim_ref(nc: NodeClaim) -> KubeObject:
 
 def nodepool_of(nc: NodeClaim) -> str:
     return nc.metadata.labels.get(LABEL_NODEPOOL, "")
-
-
-async def load_nodeclaim(deps: Deps, name: str) -> NodeClaim | None:
-    """The cached NodeClaim, or the API's when the cache has not caught up (None: gone)."""
-    cached = deps.cluster.nodeclaims.get(name)
-    if cached is not None:
-        return cached
-    try:
-        raw = await deps.client.get(NODECLAIMS, name)
-    except NotFoundError:
-        return None
-    try:
-        return NodeClaim.model_validate(raw)
-    except ValidationError as e:
-        log.warning("skipping unparsable nodeclaim", extra={"nodeclaim": name, "error": str(e)})
-        return None
-
-
-def node_for(cluster: Cluster, nc: NodeClaim) -> list[Node]:
-    """Nodes backing a NodeClaim: matched by provider ID (several means something is wrong)."""
-    pid = nc.status.provider_id
-    if not pid:
-        return []
-    return [n for n in cluster.nodes.values() if n.provider_id == pid]
 
 
 async def get_node_raw(client: KubeClient, name: str) -> KubeObject | None:

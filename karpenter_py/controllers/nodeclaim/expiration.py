@@ -13,12 +13,8 @@ from datetime import datetime, timedelta
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.nodeclaim.common import (
-    Deps,
-    delete_nodeclaim,
-    nodeclaim_ref,
-    wait_synced,
-)
+from karpenter_py.controllers.common import Deps
+from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim, nodeclaim_ref, wait_synced
 from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.events import EventRecorder

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.nodeclaim.common import Deps, delete_nodeclaim, wait_synced
+from karpenter_py.controllers.common import Deps
+from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim, wait_synced
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.model.api.nodeclaim import CONDITION_REGISTERED, NodeClaim

@@ -8,7 +8,8 @@ labelled ``karpenter.sh/initialized=true`` and the NodeClaim's Initialized condi
 
 from __future__ import annotations
 
-from karpenter_py.controllers.nodeclaim.common import DONE, Deps, PhaseResult, node_for
+from karpenter_py.controllers.common import Deps, nodes_for
+from karpenter_py.controllers.nodeclaim.common import DONE, PhaseResult
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.resources import NODES
 from karpenter_py.model.api.meta import CONDITION_TRUE, CONDITION_UNKNOWN
@@ -70,7 +71,7 @@ class Initialization:
     async def reconcile(self, nc: NodeClaim) -> PhaseResult:
         if not nc.status.is_true(CONDITION_REGISTERED):
             return DONE
-        nodes = node_for(self.deps.cluster, nc)
+        nodes = nodes_for(self.deps.cluster, nc)
         now = self.deps.clock.now()
         if len(nodes) != 1:
             nc.status.set_condition(

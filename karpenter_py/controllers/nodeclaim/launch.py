@@ -7,9 +7,9 @@ deletion or a retry.
 
 from __future__ import annotations
 
+from karpenter_py.controllers.common import Deps
 from karpenter_py.controllers.nodeclaim.common import (
     DONE,
-    Deps,
     PhaseResult,
     delete_nodeclaim,
     nodeclaim_ref,

@@ -25,14 +25,8 @@ from typing import Any, Protocol
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.nodeclaim.common import (
-    Deps,
-    PhaseResult,
-    load_nodeclaim,
-    map_diff,
-    node_for,
-    wait_synced,
-)
+from karpenter_py.controllers.common import Deps, load_nodeclaim, nodes_for
+from karpenter_py.controllers.nodeclaim.common import PhaseResult, map_diff, wait_synced
 from karpenter_py.controllers.nodeclaim.initialization import Initialization
 from karpenter_py.controllers.nodeclaim.launch import Launch
 from karpenter_py.controllers.nodeclaim.liveness import (
@@ -211,7 +205,7 @@ class NodeClaimLifecycle:
             return False
         if not nc.status.is_true(CONDITION_READY):
             return False
-        nodes = node_for(self.deps.cluster, nc)
+        nodes = nodes_for(self.deps.cluster, nc)
         return len(nodes) == 1 and nodes[0].labels.get(LABEL_NODE_INITIALIZED) == "true"
 
     async def _add_finalizer(self, nc: NodeClaim) -> NodeClaim:

@@ -14,13 +14,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from karpenter_py.controllers.common import Deps, nodes_for
 from karpenter_py.controllers.nodeclaim.common import (
     DONE,
-    Deps,
     PhaseResult,
     get_node_raw,
     map_diff,
-    node_for,
     nodeclaim_ref,
     nodepool_of,
     zone_of,
@@ -140,7 +139,7 @@ class Registration:
         if not nc.status.is_true(CONDITION_LAUNCHED) or nc.status.is_true(CONDITION_REGISTERED):
             return DONE
         now = self.deps.clock.now()
-        nodes = node_for(self.deps.cluster, nc)
+        nodes = nodes_for(self.deps.cluster, nc)
         if not nodes:
             nc.status.set_condition(
                 CONDITION_REGISTERED,

@@ -9,57 +9,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from karpenter_py.aio.clock import Clock
-from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.common import Deps
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import ConflictError, NotFoundError
-from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.resources import NODECLAIMS, Resource
 from karpenter_py.model.api.meta import ConditionStatus
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.core import Node
-from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.termination")
-
-
-@dataclass(frozen=True, slots=True)
-class Deps:
-    client: KubeClient
-    cluster: Cluster
-    cloud: CloudProvider
-    recorder: EventRecorder
-    clock: Clock
-    metrics: Metrics | None = None
-
-
-async def load_nodeclaim(deps: Deps, name: str) -> NodeClaim | None:
-    """The cached NodeClaim, or the API's when the cache has not caught up (None: gone)."""
-    cached = deps.cluster.nodeclaims.get(name)
-    if cached is not None:
-        return cached
-    try:
-        raw = await deps.client.get(NODECLAIMS, name)
-    except NotFoundError:
-        return None
-    try:
-        return NodeClaim.model_validate(raw)
-    except ValidationError as e:
-        log.warning("skipping unparsable nodeclaim", extra={"nodeclaim": name, "error": str(e)})
-        return None
-
-
-def nodes_of(cluster: Cluster, nc: NodeClaim) -> list[Node]:
-    pid = nc.status.provider_id
-    if not pid:
-        return []
-    return [n for n in cluster.nodes.values() if n.provider_id == pid]
 
 
 async def remove_finalizer(

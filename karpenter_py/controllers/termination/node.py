@@ -31,9 +31,9 @@ from typing import Any
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.common import Deps
 from karpenter_py.controllers.runtime import Result, new_queue, run_workers
 from karpenter_py.controllers.termination.common import (
-    Deps,
     remove_finalizer,
     set_nodeclaim_condition,
     wait_synced,

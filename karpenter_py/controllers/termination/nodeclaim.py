@@ -28,11 +28,9 @@ from datetime import datetime
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.common import Deps, load_nodeclaim, nodes_for
 from karpenter_py.controllers.runtime import Result, new_queue, run_workers
 from karpenter_py.controllers.termination.common import (
-    Deps,
-    load_nodeclaim,
-    nodes_of,
     remove_finalizer,
     set_nodeclaim_condition,
     wait_synced,
@@ -121,7 +119,7 @@ class NodeClaimTermination:
         if FINALIZER_TERMINATION not in nc.metadata.finalizers:
             return None
         nc = await self._stamp_deadline(nc)
-        nodes = nodes_of(self.deps.cluster, nc)
+        nodes = nodes_for(self.deps.cluster, nc)
         if nodes:
             for node in nodes:
                 if not node.deletion_timestamp:
