@@ -38,7 +38,7 @@ class ParseError(ValueError):
 # ----------------------------------------------------------------------------- small JSON helpers
 
 
-def _obj(value: object, path: str) -> JSON:
+def json_object(value: object, path: str) -> JSON:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -46,7 +46,7 @@ def _obj(value: object, path: str) -> JSON:
     return cast(JSON, value)
 
 
-def _list(value: object, path: str) -> list[object]:
+def json_list(value: object, path: str) -> list[object]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -54,7 +54,7 @@ def _list(value: object, path: str) -> list[object]:
     return value
 
 
-def _str(value: object, path: str, default: str = "") -> str:
+def json_str(value: object, path: str, default: str = "") -> str:
     if value is None:
         return default
     if not isinstance(value, str):
@@ -71,18 +71,18 @@ def _int(value: object, path: str, default: int = 0) -> int:
 
 
 def _str_map(value: object, path: str) -> dict[str, str]:
-    raw = _obj(value, path)
+    raw = json_object(value, path)
     out: dict[str, str] = {}
     for key, val in raw.items():
         if isinstance(val, bool | int | float):
             # YAML turns `true`/`1` into non-strings; Kubernetes would reject them, so do we.
             raise ParseError(f"{path}.{key}", f"expected a string value, got {val!r} (quote it)")
-        out[key] = _str(val, f"{path}.{key}")
+        out[key] = json_str(val, f"{path}.{key}")
     return out
 
 
 def _resources(value: object, path: str) -> Resources:
-    raw = _obj(value, path)
+    raw = json_object(value, path)
     try:
         return parse_resources(cast("dict[str, str | int | float]", raw))
     except ValueError as err:
@@ -123,26 +123,26 @@ class Toleration:
 
 
 def taint_from_dict(raw: object, path: str) -> Taint:
-    data = _obj(raw, path)
-    key = _str(data.get("key"), f"{path}.key")
-    effect = _str(data.get("effect"), f"{path}.effect")
+    data = json_object(raw, path)
+    key = json_str(data.get("key"), f"{path}.key")
+    effect = json_str(data.get("effect"), f"{path}.effect")
     if not key:
         raise ParseError(f"{path}.key", "taint key is required")
     if effect not in TAINT_EFFECTS:
         raise ParseError(f"{path}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}")
-    return Taint(key=key, effect=effect, value=_str(data.get("value"), f"{path}.value"))
+    return Taint(key=key, effect=effect, value=json_str(data.get("value"), f"{path}.value"))
 
 
 def toleration_from_dict(raw: object, path: str) -> Toleration:
-    data = _obj(raw, path)
-    op = _str(data.get("operator"), f"{path}.operator", "Equal") or "Equal"
+    data = json_object(raw, path)
+    op = json_str(data.get("operator"), f"{path}.operator", "Equal") or "Equal"
     if op not in ("Equal", "Exists"):
         raise ParseError(f"{path}.operator", "must be Equal or Exists")
     return Toleration(
-        key=_str(data.get("key"), f"{path}.key"),
+        key=json_str(data.get("key"), f"{path}.key"),
         operator=op,
-        value=_str(data.get("value"), f"{path}.value"),
-        effect=_str(data.get("effect"), f"{path}.effect"),
+        value=json_str(data.get("value"), f"{path}.value"),
+        effect=json_str(data.get("effect"), f"{path}.effect"),
     )
 
 
@@ -170,16 +170,16 @@ def selector_requirement_from_dict(
     *,
     normalize: bool = True,
 ) -> SelectorRequirement:
-    data = _obj(raw, path)
-    key = _str(data.get("key"), f"{path}.key")
+    data = json_object(raw, path)
+    key = json_str(data.get("key"), f"{path}.key")
     if not key:
         raise ParseError(f"{path}.key", "key is required")
-    op = _str(data.get("operator"), f"{path}.operator")
+    op = json_str(data.get("operator"), f"{path}.operator")
     if op not in operators:
         raise ParseError(f"{path}.operator", f"{op!r} is not one of {', '.join(operators)}")
     values = tuple(
-        _str(v, f"{path}.values[{i}]")
-        for i, v in enumerate(_list(data.get("values"), f"{path}.values"))
+        json_str(v, f"{path}.values[{i}]")
+        for i, v in enumerate(json_list(data.get("values"), f"{path}.values"))
     )
     mv = data.get("minValues")
     return SelectorRequirement(
@@ -223,13 +223,13 @@ class LabelSelector:
 
 
 def label_selector_from_dict(raw: object, path: str) -> LabelSelector:
-    data = _obj(raw, path)
+    data = json_object(raw, path)
     labels = _str_map(data.get("matchLabels"), f"{path}.matchLabels")
     exprs = tuple(
         selector_requirement_from_dict(
             e, f"{path}.matchExpressions[{i}]", LABEL_SELECTOR_OPERATORS, normalize=False
         )
-        for i, e in enumerate(_list(data.get("matchExpressions"), f"{path}.matchExpressions"))
+        for i, e in enumerate(json_list(data.get("matchExpressions"), f"{path}.matchExpressions"))
     )
     return LabelSelector(tuple(sorted(labels.items())), exprs)
 
@@ -283,17 +283,17 @@ class HostPort:
 
 
 def _node_selector_term(raw: object, path: str) -> NodeSelectorTerm:
-    data = _obj(raw, path)
+    data = json_object(raw, path)
     exprs = tuple(
         selector_requirement_from_dict(e, f"{path}.matchExpressions[{i}]")
-        for i, e in enumerate(_list(data.get("matchExpressions"), f"{path}.matchExpressions"))
+        for i, e in enumerate(json_list(data.get("matchExpressions"), f"{path}.matchExpressions"))
     )
-    return NodeSelectorTerm(exprs, bool(_list(data.get("matchFields"), f"{path}.matchFields")))
+    return NodeSelectorTerm(exprs, bool(json_list(data.get("matchFields"), f"{path}.matchFields")))
 
 
 def _pod_affinity_term(raw: object, path: str) -> PodAffinityTerm:
-    data = _obj(raw, path)
-    key = _str(data.get("topologyKey"), f"{path}.topologyKey")
+    data = json_object(raw, path)
+    key = json_str(data.get("topologyKey"), f"{path}.topologyKey")
     if not key:
         raise ParseError(f"{path}.topologyKey", "topologyKey is required")
     sel = data.get("labelSelector")
@@ -304,8 +304,8 @@ def _pod_affinity_term(raw: object, path: str) -> PodAffinityTerm:
         if sel is None
         else label_selector_from_dict(sel, f"{path}.labelSelector"),
         namespaces=tuple(
-            _str(n, f"{path}.namespaces")
-            for n in _list(data.get("namespaces"), f"{path}.namespaces")
+            json_str(n, f"{path}.namespaces")
+            for n in json_list(data.get("namespaces"), f"{path}.namespaces")
         ),
         namespace_selector=None
         if ns_sel is None
@@ -315,8 +315,8 @@ def _pod_affinity_term(raw: object, path: str) -> PodAffinityTerm:
 
 def _weighted_pod_terms(raw: object, path: str) -> tuple[WeightedPodAffinityTerm, ...]:
     out = []
-    for i, item in enumerate(_list(raw, path)):
-        data = _obj(item, f"{path}[{i}]")
+    for i, item in enumerate(json_list(raw, path)):
+        data = json_object(item, f"{path}[{i}]")
         out.append(
             WeightedPodAffinityTerm(
                 weight=_int(data.get("weight"), f"{path}[{i}].weight", 1),
@@ -329,11 +329,11 @@ def _weighted_pod_terms(raw: object, path: str) -> tuple[WeightedPodAffinityTerm
 
 
 def _topology_spread(raw: object, path: str) -> TopologySpreadConstraint:
-    data = _obj(raw, path)
-    when = _str(data.get("whenUnsatisfiable"), f"{path}.whenUnsatisfiable", DO_NOT_SCHEDULE)
+    data = json_object(raw, path)
+    when = json_str(data.get("whenUnsatisfiable"), f"{path}.whenUnsatisfiable", DO_NOT_SCHEDULE)
     if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
         raise ParseError(f"{path}.whenUnsatisfiable", "must be DoNotSchedule or ScheduleAnyway")
-    key = _str(data.get("topologyKey"), f"{path}.topologyKey")
+    key = json_str(data.get("topologyKey"), f"{path}.topologyKey")
     if not key:
         raise ParseError(f"{path}.topologyKey", "topologyKey is required")
     skew = _int(data.get("maxSkew"), f"{path}.maxSkew", 1)
@@ -349,15 +349,17 @@ def _topology_spread(raw: object, path: str) -> TopologySpreadConstraint:
         if sel is None
         else label_selector_from_dict(sel, f"{path}.labelSelector"),
         min_domains=None if md is None else _int(md, f"{path}.minDomains"),
-        node_affinity_policy=_str(
+        node_affinity_policy=json_str(
             data.get("nodeAffinityPolicy"), f"{path}.nodeAffinityPolicy", "Honor"
         )
         or "Honor",
-        node_taints_policy=_str(data.get("nodeTaintsPolicy"), f"{path}.nodeTaintsPolicy", "Ignore")
+        node_taints_policy=json_str(
+            data.get("nodeTaintsPolicy"), f"{path}.nodeTaintsPolicy", "Ignore"
+        )
         or "Ignore",
         match_label_keys=tuple(
-            _str(k, f"{path}.matchLabelKeys")
-            for k in _list(data.get("matchLabelKeys"), f"{path}.matchLabelKeys")
+            json_str(k, f"{path}.matchLabelKeys")
+            for k in json_list(data.get("matchLabelKeys"), f"{path}.matchLabelKeys")
         ),
     )
 
@@ -438,20 +440,20 @@ def container_requests(spec: JSON, path: str) -> Resources:
     ``pods`` slot. Pod-level ``resources`` (when set) override the container sum.
     """
     total: Resources = {}
-    for i, c in enumerate(_list(spec.get("containers"), f"{path}.containers")):
+    for i, c in enumerate(json_list(spec.get("containers"), f"{path}.containers")):
         total = _add(total, _container_requests(c, f"{path}.containers[{i}]"))
     init_peak: Resources = {}
     sidecars: Resources = {}
-    for i, c in enumerate(_list(spec.get("initContainers"), f"{path}.initContainers")):
+    for i, c in enumerate(json_list(spec.get("initContainers"), f"{path}.initContainers")):
         cpath = f"{path}.initContainers[{i}]"
         req = _container_requests(c, cpath)
-        if _obj(c, cpath).get("restartPolicy") == "Always":
+        if json_object(c, cpath).get("restartPolicy") == "Always":
             sidecars = _add(sidecars, req)
             init_peak = _max(init_peak, sidecars)
         else:
             init_peak = _max(init_peak, _add(sidecars, req))
     effective = _max(_add(total, sidecars), init_peak)
-    pod_level = _obj(spec.get("resources"), f"{path}.resources")
+    pod_level = json_object(spec.get("resources"), f"{path}.resources")
     if pod_level:
         level = _resources(
             pod_level.get("requests") or pod_level.get("limits"), f"{path}.resources.requests"
@@ -463,7 +465,7 @@ def container_requests(spec: JSON, path: str) -> Resources:
 
 
 def _container_requests(raw: object, path: str) -> Resources:
-    res = _obj(_obj(raw, path).get("resources"), f"{path}.resources")
+    res = json_object(json_object(raw, path).get("resources"), f"{path}.resources")
     requests = _resources(res.get("requests"), f"{path}.resources.requests")
     # Kubernetes defaults a missing request to the limit.
     for name, amount in _resources(res.get("limits"), f"{path}.resources.limits").items():
@@ -489,20 +491,22 @@ def _max(a: Resources, b: Resources) -> Resources:
 def _host_ports(spec: JSON, path: str) -> tuple[HostPort, ...]:
     ports: list[HostPort] = []
     for group in ("initContainers", "containers"):
-        for i, c in enumerate(_list(spec.get(group), f"{path}.{group}")):
+        for i, c in enumerate(json_list(spec.get(group), f"{path}.{group}")):
             cpath = f"{path}.{group}[{i}]"
-            for j, p in enumerate(_list(_obj(c, cpath).get("ports"), f"{cpath}.ports")):
-                pdata = _obj(p, f"{cpath}.ports[{j}]")
+            for j, p in enumerate(json_list(json_object(c, cpath).get("ports"), f"{cpath}.ports")):
+                pdata = json_object(p, f"{cpath}.ports[{j}]")
                 hp = _int(pdata.get("hostPort"), f"{cpath}.ports[{j}].hostPort")
                 if hp > 0:
                     ports.append(
                         HostPort(
                             port=hp,
-                            protocol=_str(
+                            protocol=json_str(
                                 pdata.get("protocol"), f"{cpath}.ports[{j}].protocol", "TCP"
                             )
                             or "TCP",
-                            ip=_str(pdata.get("hostIP"), f"{cpath}.ports[{j}].hostIP", "0.0.0.0")
+                            ip=json_str(
+                                pdata.get("hostIP"), f"{cpath}.ports[{j}].hostIP", "0.0.0.0"
+                            )
                             or "0.0.0.0",
                         )
                     )
@@ -510,21 +514,23 @@ def _host_ports(spec: JSON, path: str) -> tuple[HostPort, ...]:
 
 
 def _affinity(spec: JSON, path: str) -> dict[str, object]:
-    aff = _obj(spec.get("affinity"), f"{path}.affinity")
-    na = _obj(aff.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
-    req = _obj(
+    aff = json_object(spec.get("affinity"), f"{path}.affinity")
+    na = json_object(aff.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+    req = json_object(
         na.get("requiredDuringSchedulingIgnoredDuringExecution"),
         f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
     )
     rpath = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
     required = tuple(
         _node_selector_term(t, f"{rpath}[{i}]")
-        for i, t in enumerate(_list(req.get("nodeSelectorTerms"), rpath))
+        for i, t in enumerate(json_list(req.get("nodeSelectorTerms"), rpath))
     )
     ppath = f"{path}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
     preferred = []
-    for i, t in enumerate(_list(na.get("preferredDuringSchedulingIgnoredDuringExecution"), ppath)):
-        tdata = _obj(t, f"{ppath}[{i}]")
+    for i, t in enumerate(
+        json_list(na.get("preferredDuringSchedulingIgnoredDuringExecution"), ppath)
+    ):
+        tdata = json_object(t, f"{ppath}[{i}]")
         preferred.append(
             PreferredNodeTerm(
                 weight=_int(tdata.get("weight"), f"{ppath}[{i}].weight", 1),
@@ -539,12 +545,12 @@ def _affinity(spec: JSON, path: str) -> dict[str, object]:
         ("pod_affinity", "podAffinity"),
         ("pod_anti_affinity", "podAntiAffinity"),
     ):
-        block = _obj(aff.get(key), f"{path}.affinity.{key}")
+        block = json_object(aff.get(key), f"{path}.affinity.{key}")
         bpath = f"{path}.affinity.{key}"
         out[field_name] = tuple(
             _pod_affinity_term(t, f"{bpath}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
             for i, t in enumerate(
-                _list(
+                json_list(
                     block.get("requiredDuringSchedulingIgnoredDuringExecution"), f"{bpath}.required"
                 )
             )
@@ -558,13 +564,13 @@ def _affinity(spec: JSON, path: str) -> dict[str, object]:
 
 def _owners(meta: JSON, path: str) -> tuple[OwnerRef, ...]:
     out = []
-    for i, o in enumerate(_list(meta.get("ownerReferences"), f"{path}.ownerReferences")):
-        odata = _obj(o, f"{path}.ownerReferences[{i}]")
+    for i, o in enumerate(json_list(meta.get("ownerReferences"), f"{path}.ownerReferences")):
+        odata = json_object(o, f"{path}.ownerReferences[{i}]")
         out.append(
             OwnerRef(
-                kind=_str(odata.get("kind"), f"{path}.ownerReferences[{i}].kind"),
-                name=_str(odata.get("name"), f"{path}.ownerReferences[{i}].name"),
-                uid=_str(odata.get("uid"), f"{path}.ownerReferences[{i}].uid"),
+                kind=json_str(odata.get("kind"), f"{path}.ownerReferences[{i}].kind"),
+                name=json_str(odata.get("name"), f"{path}.ownerReferences[{i}].name"),
+                uid=json_str(odata.get("uid"), f"{path}.ownerReferences[{i}].uid"),
                 controller=bool(odata.get("controller")),
             )
         )
@@ -572,8 +578,8 @@ def _owners(meta: JSON, path: str) -> tuple[OwnerRef, ...]:
 
 
 def _unschedulable(status: JSON, path: str) -> bool:
-    for i, c in enumerate(_list(status.get("conditions"), f"{path}.conditions")):
-        cond = _obj(c, f"{path}.conditions[{i}]")
+    for i, c in enumerate(json_list(status.get("conditions"), f"{path}.conditions")):
+        cond = json_object(c, f"{path}.conditions[{i}]")
         if (
             cond.get("type") == "PodScheduled"
             and cond.get("status") == "False"
@@ -585,26 +591,28 @@ def _unschedulable(status: JSON, path: str) -> bool:
 
 def pod_from_dict(raw: object, path: str = "pod", *, default_namespace: str = "default") -> Pod:
     """Parse a Pod (API JSON or YAML) into the slim view. Raises ParseError naming the field."""
-    data = _obj(raw, path)
-    meta = _obj(data.get("metadata"), f"{path}.metadata")
-    spec = _obj(data.get("spec"), f"{path}.spec")
-    status = _obj(data.get("status"), f"{path}.status")
+    data = json_object(raw, path)
+    meta = json_object(data.get("metadata"), f"{path}.metadata")
+    spec = json_object(data.get("spec"), f"{path}.spec")
+    status = json_object(data.get("status"), f"{path}.status")
     return pod_from_parts(meta, spec, status, path, default_namespace=default_namespace)
 
 
 def _claim_names(meta: JSON, spec: JSON, spath: str) -> tuple[str, ...]:
     """PVCs the pod mounts: named ones, and the ``<pod>-<volume>`` claim Kubernetes creates for
     each generic ephemeral volume."""
-    pod_name = _str(meta.get("name"), "metadata.name")
+    pod_name = json_str(meta.get("name"), "metadata.name")
     names: list[str] = []
-    for i, v in enumerate(_list(spec.get("volumes"), f"{spath}.volumes")):
+    for i, v in enumerate(json_list(spec.get("volumes"), f"{spath}.volumes")):
         vpath = f"{spath}.volumes[{i}]"
-        volume = _obj(v, vpath)
-        claim = _obj(volume.get("persistentVolumeClaim"), f"{vpath}.persistentVolumeClaim")
+        volume = json_object(v, vpath)
+        claim = json_object(volume.get("persistentVolumeClaim"), f"{vpath}.persistentVolumeClaim")
         if claim:
-            names.append(_str(claim.get("claimName"), f"{vpath}.persistentVolumeClaim.claimName"))
+            names.append(
+                json_str(claim.get("claimName"), f"{vpath}.persistentVolumeClaim.claimName")
+            )
         elif volume.get("ephemeral") is not None and pod_name:
-            names.append(f"{pod_name}-{_str(volume.get('name'), f'{vpath}.name')}")
+            names.append(f"{pod_name}-{json_str(volume.get('name'), f'{vpath}.name')}")
     return tuple(names)
 
 
@@ -616,14 +624,14 @@ def pod_from_parts(
     pvcs = _claim_names(meta, spec, spath)
     tgp = spec.get("terminationGracePeriodSeconds")
     return Pod(
-        namespace=_str(meta.get("namespace"), f"{path}.metadata.namespace", default_namespace)
+        namespace=json_str(meta.get("namespace"), f"{path}.metadata.namespace", default_namespace)
         or default_namespace,
-        name=_str(meta.get("name") or meta.get("generateName"), f"{path}.metadata.name"),
-        uid=_str(meta.get("uid"), f"{path}.metadata.uid"),
+        name=json_str(meta.get("name") or meta.get("generateName"), f"{path}.metadata.name"),
+        uid=json_str(meta.get("uid"), f"{path}.metadata.uid"),
         labels=_str_map(meta.get("labels"), f"{path}.metadata.labels"),
         annotations=_str_map(meta.get("annotations"), f"{path}.metadata.annotations"),
         requests=container_requests(spec, spath),
-        node_name=_str(spec.get("nodeName"), f"{spath}.nodeName"),
+        node_name=json_str(spec.get("nodeName"), f"{spath}.nodeName"),
         node_selector={
             normalize_label(k): v
             for k, v in _str_map(spec.get("nodeSelector"), f"{spath}.nodeSelector").items()
@@ -640,36 +648,38 @@ def pod_from_parts(
         ),
         tolerations=tuple(
             toleration_from_dict(t, f"{spath}.tolerations[{i}]")
-            for i, t in enumerate(_list(spec.get("tolerations"), f"{spath}.tolerations"))
+            for i, t in enumerate(json_list(spec.get("tolerations"), f"{spath}.tolerations"))
         ),
         topology_spread=tuple(
             _topology_spread(t, f"{spath}.topologySpreadConstraints[{i}]")
             for i, t in enumerate(
-                _list(spec.get("topologySpreadConstraints"), f"{spath}.topologySpreadConstraints")
+                json_list(
+                    spec.get("topologySpreadConstraints"), f"{spath}.topologySpreadConstraints"
+                )
             )
         ),
         host_ports=_host_ports(spec, spath),
         owners=_owners(meta, f"{path}.metadata"),
         priority=_int(spec.get("priority"), f"{spath}.priority"),
-        priority_class_name=_str(spec.get("priorityClassName"), f"{spath}.priorityClassName"),
-        creation_timestamp=_str(
+        priority_class_name=json_str(spec.get("priorityClassName"), f"{spath}.priorityClassName"),
+        creation_timestamp=json_str(
             meta.get("creationTimestamp"), f"{path}.metadata.creationTimestamp"
         ),
-        deletion_timestamp=_str(
+        deletion_timestamp=json_str(
             meta.get("deletionTimestamp"), f"{path}.metadata.deletionTimestamp"
         ),
         termination_grace_period_seconds=30
         if tgp is None
         else _int(tgp, f"{spath}.terminationGracePeriodSeconds"),
-        phase=_str(status.get("phase"), f"{path}.status.phase", "Pending") or "Pending",
-        scheduling_gated=bool(_list(spec.get("schedulingGates"), f"{spath}.schedulingGates")),
+        phase=json_str(status.get("phase"), f"{path}.status.phase", "Pending") or "Pending",
+        scheduling_gated=bool(json_list(spec.get("schedulingGates"), f"{spath}.schedulingGates")),
         unschedulable=_unschedulable(status, f"{path}.status"),
-        nominated_node_name=_str(
+        nominated_node_name=json_str(
             status.get("nominatedNodeName"), f"{path}.status.nominatedNodeName"
         ),
         pvc_names=pvcs,
-        resource_claims=bool(_list(spec.get("resourceClaims"), f"{spath}.resourceClaims")),
-        scheduler_name=_str(
+        resource_claims=bool(json_list(spec.get("resourceClaims"), f"{spath}.resourceClaims")),
+        scheduler_name=json_str(
             spec.get("schedulerName"), f"{spath}.schedulerName", "default-scheduler"
         )
         or "default-scheduler",
@@ -697,13 +707,13 @@ class Node:
 
 
 def node_from_dict(raw: object, path: str = "node") -> Node:
-    data = _obj(raw, path)
-    meta = _obj(data.get("metadata"), f"{path}.metadata")
-    spec = _obj(data.get("spec"), f"{path}.spec")
-    status = _obj(data.get("status"), f"{path}.status")
+    data = json_object(raw, path)
+    meta = json_object(data.get("metadata"), f"{path}.metadata")
+    spec = json_object(data.get("spec"), f"{path}.spec")
+    status = json_object(data.get("status"), f"{path}.status")
     ready = False
-    for i, c in enumerate(_list(status.get("conditions"), f"{path}.status.conditions")):
-        cond = _obj(c, f"{path}.status.conditions[{i}]")
+    for i, c in enumerate(json_list(status.get("conditions"), f"{path}.status.conditions")):
+        cond = json_object(c, f"{path}.status.conditions[{i}]")
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     capacity = _resources(status.get("capacity"), f"{path}.status.capacity")
@@ -711,27 +721,27 @@ def node_from_dict(raw: object, path: str = "node") -> Node:
         capacity
     )
     return Node(
-        name=_str(meta.get("name"), f"{path}.metadata.name"),
-        uid=_str(meta.get("uid"), f"{path}.metadata.uid"),
+        name=json_str(meta.get("name"), f"{path}.metadata.name"),
+        uid=json_str(meta.get("uid"), f"{path}.metadata.uid"),
         labels=_str_map(meta.get("labels"), f"{path}.metadata.labels"),
         annotations=_str_map(meta.get("annotations"), f"{path}.metadata.annotations"),
         taints=tuple(
             taint_from_dict(t, f"{path}.spec.taints[{i}]")
-            for i, t in enumerate(_list(spec.get("taints"), f"{path}.spec.taints"))
+            for i, t in enumerate(json_list(spec.get("taints"), f"{path}.spec.taints"))
         ),
         capacity=capacity,
         allocatable=allocatable,
-        provider_id=_str(spec.get("providerID"), f"{path}.spec.providerID"),
+        provider_id=json_str(spec.get("providerID"), f"{path}.spec.providerID"),
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),
-        creation_timestamp=_str(
+        creation_timestamp=json_str(
             meta.get("creationTimestamp"), f"{path}.metadata.creationTimestamp"
         ),
-        deletion_timestamp=_str(
+        deletion_timestamp=json_str(
             meta.get("deletionTimestamp"), f"{path}.metadata.deletionTimestamp"
         ),
         finalizers=tuple(
-            _str(f, f"{path}.metadata.finalizers")
-            for f in _list(meta.get("finalizers"), f"{path}.metadata.finalizers")
+            json_str(f, f"{path}.metadata.finalizers")
+            for f in json_list(meta.get("finalizers"), f"{path}.metadata.finalizers")
         ),
     )

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final, cast
+from typing import Final
 
 from karpenter_py.model.core import (
     JSON,
     ParseError,
     SelectorRequirement,
+    json_list,
+    json_object,
+    json_str,
     normalize_label,
     selector_requirement_from_dict,
 )
@@ -83,43 +86,19 @@ class StorageObjects:
 # ----------------------------------------------------------------------------- parsing
 
 
-def _obj(value: object, path: str) -> JSON:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ParseError(path, f"expected an object, got {type(value).__name__}")
-    return cast(JSON, value)
-
-
-def _list(value: object, path: str) -> list[object]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ParseError(path, f"expected a list, got {type(value).__name__}")
-    return value
-
-
-def _str(value: object, path: str, default: str = "") -> str:
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise ParseError(path, f"expected a string, got {type(value).__name__}")
-    return value
-
-
 def _name(meta: JSON, path: str) -> str:
-    name = _str(meta.get("name"), f"{path}.metadata.name")
+    name = json_str(meta.get("name"), f"{path}.metadata.name")
     if not name:
         raise ParseError(f"{path}.metadata.name", "name is required")
     return name
 
 
 def _parts(raw: object, path: str) -> tuple[JSON, JSON, JSON]:
-    data = _obj(raw, path)
+    data = json_object(raw, path)
     return (
-        _obj(data.get("metadata"), f"{path}.metadata"),
-        _obj(data.get("spec"), f"{path}.spec"),
-        _obj(data.get("status"), f"{path}.status"),
+        json_object(data.get("metadata"), f"{path}.metadata"),
+        json_object(data.get("spec"), f"{path}.spec"),
+        json_object(data.get("status"), f"{path}.status"),
     )
 
 
@@ -127,14 +106,15 @@ def pvc_from_dict(
     raw: object, path: str = "persistentVolumeClaim", *, default_namespace: str = "default"
 ) -> PersistentVolumeClaim:
     meta, spec, status = _parts(raw, path)
-    annotations = _obj(meta.get("annotations"), f"{path}.metadata.annotations")
+    annotations = json_object(meta.get("annotations"), f"{path}.metadata.annotations")
     sc = spec.get("storageClassName")
     return PersistentVolumeClaim(
-        namespace=_str(meta.get("namespace"), f"{path}.metadata.namespace") or default_namespace,
+        namespace=json_str(meta.get("namespace"), f"{path}.metadata.namespace")
+        or default_namespace,
         name=_name(meta, path),
-        volume_name=_str(spec.get("volumeName"), f"{path}.spec.volumeName"),
-        storage_class_name=None if sc is None else _str(sc, f"{path}.spec.storageClassName"),
-        phase=_str(status.get("phase"), f"{path}.status.phase", "Pending") or "Pending",
+        volume_name=json_str(spec.get("volumeName"), f"{path}.spec.volumeName"),
+        storage_class_name=None if sc is None else json_str(sc, f"{path}.spec.storageClassName"),
+        phase=json_str(status.get("phase"), f"{path}.status.phase", "Pending") or "Pending",
         bind_completed=ANNOTATION_BIND_COMPLETED in annotations,
         deleting=bool(meta.get("deletionTimestamp")),
     )
@@ -142,13 +122,13 @@ def pvc_from_dict(
 
 def pv_from_dict(raw: object, path: str = "persistentVolume") -> PersistentVolume:
     meta, spec, _ = _parts(raw, path)
-    affinity = _obj(spec.get("nodeAffinity"), f"{path}.spec.nodeAffinity")
-    required = _obj(affinity.get("required"), f"{path}.spec.nodeAffinity.required")
+    affinity = json_object(spec.get("nodeAffinity"), f"{path}.spec.nodeAffinity")
+    required = json_object(affinity.get("required"), f"{path}.spec.nodeAffinity.required")
     tpath = f"{path}.spec.nodeAffinity.required.nodeSelectorTerms"
     terms = []
-    for i, t in enumerate(_list(required.get("nodeSelectorTerms"), tpath)):
+    for i, t in enumerate(json_list(required.get("nodeSelectorTerms"), tpath)):
         epath = f"{tpath}[{i}].matchExpressions"
-        exprs = _list(_obj(t, f"{tpath}[{i}]").get("matchExpressions"), epath)
+        exprs = json_list(json_object(t, f"{tpath}[{i}]").get("matchExpressions"), epath)
         terms.append(
             tuple(selector_requirement_from_dict(e, f"{epath}[{j}]") for j, e in enumerate(exprs))
         )
@@ -161,31 +141,33 @@ def pv_from_dict(raw: object, path: str = "persistentVolume") -> PersistentVolum
 
 
 def storage_class_from_dict(raw: object, path: str = "storageClass") -> StorageClass:
-    data = _obj(raw, path)
-    meta = _obj(data.get("metadata"), f"{path}.metadata")
-    mode = _str(data.get("volumeBindingMode"), f"{path}.volumeBindingMode") or BINDING_IMMEDIATE
+    data = json_object(raw, path)
+    meta = json_object(data.get("metadata"), f"{path}.metadata")
+    mode = json_str(data.get("volumeBindingMode"), f"{path}.volumeBindingMode") or BINDING_IMMEDIATE
     if mode not in BINDING_MODES:
         raise ParseError(f"{path}.volumeBindingMode", f"must be one of {', '.join(BINDING_MODES)}")
     tpath = f"{path}.allowedTopologies"
     terms = []
-    for i, t in enumerate(_list(data.get("allowedTopologies"), tpath)):
+    for i, t in enumerate(json_list(data.get("allowedTopologies"), tpath)):
         epath = f"{tpath}[{i}].matchLabelExpressions"
         term = []
-        for j, e in enumerate(_list(_obj(t, f"{tpath}[{i}]").get("matchLabelExpressions"), epath)):
-            expr = _obj(e, f"{epath}[{j}]")
-            key = _str(expr.get("key"), f"{epath}[{j}].key")
+        for j, e in enumerate(
+            json_list(json_object(t, f"{tpath}[{i}]").get("matchLabelExpressions"), epath)
+        ):
+            expr = json_object(e, f"{epath}[{j}]")
+            key = json_str(expr.get("key"), f"{epath}[{j}].key")
             if not key:
                 raise ParseError(f"{epath}[{j}].key", "key is required")
             values = tuple(
-                _str(v, f"{epath}[{j}].values[{k}]")
-                for k, v in enumerate(_list(expr.get("values"), f"{epath}[{j}].values"))
+                json_str(v, f"{epath}[{j}].values[{k}]")
+                for k, v in enumerate(json_list(expr.get("values"), f"{epath}[{j}].values"))
             )
             term.append(SelectorRequirement(normalize_label(key), "In", values))
         terms.append(tuple(term))
-    annotations = _obj(meta.get("annotations"), f"{path}.metadata.annotations")
+    annotations = json_object(meta.get("annotations"), f"{path}.metadata.annotations")
     return StorageClass(
         name=_name(meta, path),
-        provisioner=_str(data.get("provisioner"), f"{path}.provisioner"),
+        provisioner=json_str(data.get("provisioner"), f"{path}.provisioner"),
         volume_binding_mode=mode,
         allowed_topologies=tuple(terms),
         is_default=annotations.get(ANNOTATION_DEFAULT_CLASS) == "true",
