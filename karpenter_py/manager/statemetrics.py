@@ -46,8 +46,8 @@ log = logging.getLogger("karpenter.metrics")
 
 PROVISIONER: Final = "provisioner"
 
-# ownerReferences[].apiVersion of the usual pod owners. The slim Pod view keeps an owner's kind
-# and name but not its apiVersion; other kinds get an empty version in the owner link.
+# ownerReferences[].apiVersion of the usual pod owners, for owner references written without one
+# (hand-built pods in tests and manifests); the API always records it.
 _OWNER_API_VERSIONS: Final = {
     "ReplicaSet": "apps/v1",
     "StatefulSet": "apps/v1",
@@ -69,7 +69,7 @@ def owner_link(pod: Pod) -> str:
     if not pod.owners:
         return ""
     owner = pod.owners[0]
-    version = _OWNER_API_VERSIONS.get(owner.kind, "")
+    version = owner.api_version or _OWNER_API_VERSIONS.get(owner.kind, "")
     return f"/apis/{version}/namespaces/{pod.namespace}/{owner.kind.lower()}s/{owner.name}"
 
 

@@ -373,6 +373,7 @@ class OwnerRef:
     name: str
     uid: str = ""
     controller: bool = False
+    api_version: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -572,6 +573,9 @@ def _owners(meta: JSON, path: str) -> tuple[OwnerRef, ...]:
                 name=json_str(odata.get("name"), f"{path}.ownerReferences[{i}].name"),
                 uid=json_str(odata.get("uid"), f"{path}.ownerReferences[{i}].uid"),
                 controller=bool(odata.get("controller")),
+                api_version=json_str(
+                    odata.get("apiVersion"), f"{path}.ownerReferences[{i}].apiVersion"
+                ),
             )
         )
     return tuple(out)

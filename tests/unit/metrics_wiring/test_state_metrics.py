@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.manager.statemetrics import StateMetrics, owner_link, run_state_metrics
 from karpenter_py.model.api.nodepool import NodePool
@@ -195,3 +197,27 @@ async def test_the_loop_refreshes_every_interval() -> None:
             await asyncio.sleep(0)
         assert len(series(scrape(metrics), "karpenter_pods_state")) == 1
         task.cancel()
+
+
+@pytest.mark.parametrize(
+    ("owner", "link"),
+    [
+        (
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1"},
+            "/apis/apps/v1/namespaces/ns/replicasets/web-1",
+        ),
+        (
+            {"apiVersion": "example.com/v1alpha1", "kind": "Workflow", "name": "w"},
+            "/apis/example.com/v1alpha1/namespaces/ns/workflows/w",
+        ),
+        (
+            {"kind": "Job", "name": "j"},
+            "/apis/batch/v1/namespaces/ns/jobs/j",
+        ),  # hand-written: known kinds filled in
+    ],
+)
+def test_owner_link_uses_the_owner_reference_api_version(
+    owner: dict[str, str] | None, link: str
+) -> None:
+    meta: dict[str, object] = {"name": "p", "namespace": "ns", "ownerReferences": [owner]}
+    assert owner_link(pod_from_dict({"metadata": meta, "spec": {"containers": []}})) == link
