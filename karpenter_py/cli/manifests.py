@@ -55,7 +55,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, cast
+from typing import Final, TypeVar, cast
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -684,31 +684,31 @@ def _in_flight(claim: NodeClaim) -> ExistingNode:
     )
 
 
+T = TypeVar("T")
+
+
+def _register(
+    table: dict[str, tuple[T, Source]], key: str, value: T, source: Source, kind: str
+) -> None:
+    """Add a storage object, refusing a second definition of the same one."""
+    if key in table:
+        raise source.error(f"{kind} {key} is also defined by {table[key][1].describe()}")
+    table[key] = (value, source)
+
+
 def _read_pvc(col: _Collector, doc: JSON, source: Source) -> None:
     pvc = pvc_from_dict(doc, "")
-    if pvc.key in col.pvcs:
-        raise source.error(
-            f"PersistentVolumeClaim {pvc.key} is also defined by {col.pvcs[pvc.key][1].describe()}"
-        )
-    col.pvcs[pvc.key] = (pvc, source)
+    _register(col.pvcs, pvc.key, pvc, source, "PersistentVolumeClaim")
 
 
 def _read_pv(col: _Collector, doc: JSON, source: Source) -> None:
     pv = pv_from_dict(doc, "")
-    if pv.name in col.pvs:
-        raise source.error(
-            f"PersistentVolume {pv.name} is also defined by {col.pvs[pv.name][1].describe()}"
-        )
-    col.pvs[pv.name] = (pv, source)
+    _register(col.pvs, pv.name, pv, source, "PersistentVolume")
 
 
 def _read_storage_class(col: _Collector, doc: JSON, source: Source) -> None:
     sc = storage_class_from_dict(doc, "")
-    if sc.name in col.classes:
-        raise source.error(
-            f"StorageClass {sc.name} is also defined by {col.classes[sc.name][1].describe()}"
-        )
-    col.classes[sc.name] = (sc, source)
+    _register(col.classes, sc.name, sc, source, "StorageClass")
 
 
 _READERS: Final[Mapping[str, Callable[[_Collector, JSON, Source], None]]] = {
