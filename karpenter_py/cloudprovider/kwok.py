@@ -87,6 +87,8 @@ class KwokCloudProvider:
         self._no_capacity: set[OfferingKey] = set()
         self.created: dict[str, str] = {}  # NodeClaim name -> provider ID (launch log, for tests)
         self._delays: dict[str, tuple[float, float]] = {}  # nodeclass -> (delay s, read at)
+        # (unavailable offerings, catalog with them applied): the last answer, reused by identity.
+        self._listed: tuple[frozenset[OfferingKey], builtins.list[InstanceType]] | None = None
 
     @property
     def name(self) -> str:
@@ -109,12 +111,19 @@ class KwokCloudProvider:
 
     # ------------------------------------------------------------------ CloudProvider
     async def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
+        """The catalog with availability applied. The same list object comes back while
+        availability is unchanged, so callers can cache what they derive from it by identity
+        (callers must not mutate it)."""
+        key = frozenset(self._unavailable)
+        if self._listed is not None and self._listed[0] == key:
+            return self._listed[1]
         out = []
         for it in self._types.values():
             offerings = tuple(
                 replace(o, available=self._offering_available(it, o)) for o in it.offerings
             )
             out.append(replace(it, offerings=offerings))
+        self._listed = (key, out)
         return out
 
     async def create(self, nodeclaim: NodeClaim) -> NodeClaim:

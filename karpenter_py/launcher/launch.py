@@ -20,7 +20,7 @@ Two pieces live here:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -56,6 +56,9 @@ class UnavailableOfferings:
         self.ttl = ttl
         self._expires: dict[OfferingKey, float] = {}  # key -> monotonic expiry
         self.seq_num = 0
+        # id(input list) -> (input, seq_num, masked copy): ``apply`` hands back the same object
+        # while neither the input nor the marks changed, so solver indexes keyed on it survive.
+        self._applied: dict[int, tuple[Sequence[InstanceType], int, list[InstanceType]]] = {}
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
         self._expires[(instance_type, zone, capacity_type)] = self._clock.monotonic() + self.ttl
@@ -87,8 +90,22 @@ class UnavailableOfferings:
         return {k: t - now for k, t in self._expires.items()}
 
     def apply(self, instance_types: Sequence[InstanceType]) -> list[InstanceType]:
-        """Copies of ``instance_types`` whose ICE'd offerings say ``available=False``."""
+        """Copies of ``instance_types`` whose ICE'd offerings say ``available=False``. The same
+        list comes back for the same input while the marks are unchanged (do not mutate it)."""
         live = self.entries()
+        held = self._applied.get(id(instance_types))
+        if held is not None and held[0] is instance_types and held[1] == self.seq_num:
+            return held[2]
+        out = self._mask(instance_types, live)
+        self._applied[id(instance_types)] = (instance_types, self.seq_num, out)
+        while len(self._applied) > 64:
+            del self._applied[next(iter(self._applied))]
+        return out
+
+    @staticmethod
+    def _mask(
+        instance_types: Sequence[InstanceType], live: Mapping[OfferingKey, float]
+    ) -> list[InstanceType]:
         if not live:
             return list(instance_types)
         out = []

@@ -397,3 +397,56 @@ def daemon_requirement_terms(ds: Pod) -> list[Requirements]:
         for t in ds.required_node_terms
     ]
     return terms or [base]
+
+
+def _pool_key(pool: PoolTemplate) -> tuple[object, ...]:
+    """Everything of a pool that a PoolIndex reads (limits and usage are the solver's business)."""
+    return (
+        pool.name,
+        tuple(sorted(pool.labels.items())),
+        tuple(sorted(pool.annotations.items())),
+        pool.requirements,
+        pool.taints,
+        pool.startup_taints,
+        pool.node_class_ref,
+    )
+
+
+def _same_items(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class IndexCache:
+    """PoolIndexes kept across solves: building one is almost all of a small solve's cost (1,340
+    AWS types take hundreds of ms), and a consolidation pass runs hundreds of solves.
+
+    An index is reused while its pool's template is equal and the instance-type list and the
+    DaemonSet templates are the *same objects* as when it was built; callers (the launcher's
+    round, the offline planner) hand the same list back while nothing changed, so a changed
+    catalog, an insufficient-capacity mark or a new DaemonSet builds a fresh index. The cache
+    holds strong references to what it was keyed on, so identity cannot be recycled. It is a
+    plain memo (no I/O); its entries are never mutated in a way a solve could observe."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: dict[
+            tuple[object, ...], tuple[Sequence[InstanceType], Sequence[Pod], PoolIndex]
+        ] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(
+        self, pool: PoolTemplate, instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod]
+    ) -> PoolIndex:
+        key = _pool_key(pool)
+        held = self._entries.get(key)
+        if held is not None and held[0] is instance_types and _same_items(held[1], daemonsets):
+            self.hits += 1
+            return held[2]
+        self.misses += 1
+        index = PoolIndex(pool, instance_types, daemonsets)
+        self._entries.pop(key, None)
+        self._entries[key] = (instance_types, tuple(daemonsets), index)
+        while len(self._entries) > self.size:
+            del self._entries[next(iter(self._entries))]
+        return index

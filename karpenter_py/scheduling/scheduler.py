@@ -35,7 +35,7 @@ from karpenter_py.scheduling.inputs import (
     SolveInput,
     VolumeAlternatives,
 )
-from karpenter_py.scheduling.instances import PoolIndex, iter_bits
+from karpenter_py.scheduling.instances import IndexCache, PoolIndex, iter_bits
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.requirements import Req, Requirements
@@ -46,10 +46,14 @@ TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
 
 
 def solve(
-    inp: SolveInput, *, namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+    inp: SolveInput,
+    *,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    indexes: IndexCache | None = None,
 ) -> Plan:
-    """Decide where every pod goes. Pure: the same input always gives the same plan."""
-    return _Solver(inp, namespace_labels or {}).run()
+    """Decide where every pod goes. Pure: the same input always gives the same plan. With
+    ``indexes``, each pool's instance-type index is reused across solves (see IndexCache)."""
+    return _Solver(inp, namespace_labels or {}, indexes).run()
 
 
 def order_pools(pools: Sequence[PoolTemplate]) -> list[PoolTemplate]:
@@ -69,11 +73,17 @@ def _pod_order(st: PodState) -> tuple[int, int, str, str]:
 
 
 class _Solver:
-    def __init__(self, inp: SolveInput, namespace_labels: Mapping[str, Mapping[str, str]]) -> None:
+    def __init__(
+        self,
+        inp: SolveInput,
+        namespace_labels: Mapping[str, Mapping[str, str]],
+        cache: IndexCache | None,
+    ) -> None:
         self.inp = inp
         self.pools = order_pools(inp.pools)
+        build = cache.get if cache is not None else PoolIndex
         self.indexes = [
-            PoolIndex(p, inp.instance_types.get(p.name, ()), inp.daemonsets) for p in self.pools
+            build(p, inp.instance_types.get(p.name, ()), inp.daemonsets) for p in self.pools
         ]
         self.limits: dict[str, Resources] = {
             p.name: {k: v - p.usage.get(k, 0) for k, v in p.limits.items()}

@@ -174,3 +174,39 @@ def test_sync_gate_lists_what_is_missing() -> None:
     assert cluster.unsynced() == [KINDS[-1]]
     cluster.mark_synced(KINDS[-1])
     assert cluster.synced()
+
+
+async def test_solver_annotations_reach_the_nodeclaim() -> None:
+    """The solver's karpenter.sh/nodeclaim-min-values-relaxed decision is written as decided,
+    next to the template's annotations and the pool's hash annotations."""
+    np = nodepool()
+    np.spec.template.metadata.annotations["owner"] = "team-a"
+    cluster, writer = synced_cluster(np, 1), FakeWriter()
+    await provisioner(cluster, writer).provision()
+    (body,) = writer.created
+    annotations = body["metadata"]["annotations"]
+    assert annotations["karpenter.sh/nodeclaim-min-values-relaxed"] == "false"
+    assert annotations["owner"] == "team-a"
+    assert set(annotations) == {
+        "owner",
+        "karpenter.sh/nodeclaim-min-values-relaxed",
+        "karpenter.sh/nodepool-hash",
+        "karpenter.sh/nodepool-hash-version",
+    }
+
+
+async def test_instance_type_indexes_are_reused_across_rounds() -> None:
+    np = nodepool()
+    cluster, writer = synced_cluster(np, 1), FakeWriter()
+    prov = provisioner(cluster, writer)
+    await prov.provision()
+    cluster.upsert_pod(pending("late"))
+    await prov.provision()
+    assert (prov.round.indexes.misses, prov.round.indexes.hits) == (1, 1)
+    # The pool's template changes: its index is rebuilt.
+    np2 = nodepool()
+    np2.spec.template.metadata.labels["team"] = "b"
+    cluster.upsert_nodepool(np2)
+    cluster.upsert_pod(pending("later"))
+    await prov.provision()
+    assert (prov.round.indexes.misses, prov.round.indexes.hits) == (2, 1)
