@@ -51,6 +51,9 @@ class Cluster:
         self._deleting: set[str] = set()  # NodeClaim names marked for deletion
         self._nominated: dict[str, datetime] = {}  # node or NodeClaim name -> until
         self._reserved: dict[str, dict[str, int]] = {}  # NodeClaim name -> largest option capacity
+        # providerID -> Node name / NodeClaim name, kept by the mutators so lookups never scan.
+        self._node_by_pid: dict[str, str] = {}
+        self._claim_by_pid: dict[str, str] = {}
         # Bumped on every change; lets periodic workers skip passes when nothing moved.
         self.generation = 0
 
@@ -66,23 +69,40 @@ class Cluster:
 
     # ------------------------------------------------------------------ mutators
     def upsert_node(self, node: Node) -> None:
+        old = self.nodes.get(node.name)
+        if old is not None and old.provider_id != node.provider_id:
+            _unindex(self._node_by_pid, old.provider_id, node.name)
         self.nodes[node.name] = node
+        if node.provider_id:
+            self._node_by_pid[node.provider_id] = node.name
         self.generation += 1
 
     def delete_node(self, name: str) -> None:
-        self.nodes.pop(name, None)
+        old = self.nodes.pop(name, None)
+        if old is not None:
+            _unindex(self._node_by_pid, old.provider_id, name)
         self.generation += 1
 
     def replace_nodes(self, nodes: Iterable[Node]) -> None:
         self.nodes = {n.name: n for n in nodes}
+        self._node_by_pid = {n.provider_id: n.name for n in self.nodes.values() if n.provider_id}
         self.generation += 1
 
     def upsert_nodeclaim(self, nc: NodeClaim) -> None:
-        self.nodeclaims[nc.metadata.name or ""] = nc
+        name = nc.metadata.name or ""
+        old = self.nodeclaims.get(name)
+        pid = nc.status.provider_id
+        if old is not None and old.status.provider_id != pid:
+            _unindex(self._claim_by_pid, old.status.provider_id, name)
+        self.nodeclaims[name] = nc
+        if pid:
+            self._claim_by_pid[pid] = name
         self.generation += 1
 
     def delete_nodeclaim(self, name: str) -> None:
-        self.nodeclaims.pop(name, None)
+        old = self.nodeclaims.pop(name, None)
+        if old is not None:
+            _unindex(self._claim_by_pid, old.status.provider_id, name)
         self._reserved.pop(name, None)
         self._deleting.discard(name)
         self._nominated.pop(name, None)
@@ -90,6 +110,11 @@ class Cluster:
 
     def replace_nodeclaims(self, ncs: Iterable[NodeClaim]) -> None:
         self.nodeclaims = {nc.metadata.name or "": nc for nc in ncs}
+        self._claim_by_pid = {
+            nc.status.provider_id: name
+            for name, nc in self.nodeclaims.items()
+            if nc.status.provider_id
+        }
         self._deleting &= set(self.nodeclaims)
         self.generation += 1
 
@@ -218,17 +243,14 @@ class Cluster:
 
     def state_nodes(self, now: datetime) -> list[StateNode]:
         """Nodes joined with their NodeClaims by provider ID; unmatched NodeClaims are in flight."""
-        by_provider: dict[str, NodeClaim] = {}
         by_node_name: dict[str, NodeClaim] = {}
         for claim in self.nodeclaims.values():
-            if claim.status.provider_id:
-                by_provider[claim.status.provider_id] = claim
             if claim.status.node_name:
                 by_node_name[claim.status.node_name] = claim
         out: list[StateNode] = []
         matched: set[str] = set()
         for node in self.nodes.values():
-            nc: NodeClaim | None = by_provider.get(node.provider_id) if node.provider_id else None
+            nc = self.nodeclaim_for_provider_id(node.provider_id)
             if nc is None:
                 nc = by_node_name.get(node.name)
             if nc is not None:
@@ -251,16 +273,12 @@ class Cluster:
         return StateNode(node=node, nodeclaim=nc, marked_for_deletion=deleting, nominated=nominated)
 
     def nodeclaim_for_provider_id(self, provider_id: str) -> NodeClaim | None:
-        for nc in self.nodeclaims.values():
-            if nc.status.provider_id == provider_id:
-                return nc
-        return None
+        name = self._claim_by_pid.get(provider_id) if provider_id else None
+        return self.nodeclaims.get(name) if name is not None else None
 
     def node_for_provider_id(self, provider_id: str) -> Node | None:
-        for node in self.nodes.values():
-            if node.provider_id == provider_id:
-                return node
-        return None
+        name = self._node_by_pid.get(provider_id) if provider_id else None
+        return self.nodes.get(name) if name is not None else None
 
     def snapshot(self, now: datetime) -> Snapshot:
         """A frozen copy for one decision. Nodes are copied before pending pods are listed, as
@@ -291,4 +309,11 @@ class Cluster:
                 volumes=dict(self.pvs),
                 classes=dict(self.storage_classes),
             ),
+            pdbs=dict(self.pdbs),
         )
+
+
+def _unindex(index: dict[str, str], provider_id: str, name: str) -> None:
+    """Drop ``provider_id`` from ``index`` if it still points at ``name``."""
+    if provider_id and index.get(provider_id) == name:
+        del index[provider_id]

@@ -6,13 +6,14 @@ launching too little (the next round fixes that) rather than too much.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
 from karpenter_py.model.storage import StorageObjects
+from karpenter_py.state.pdb import PodDisruptionBudget
 from karpenter_py.state.statenode import StateNode
 
 
@@ -57,3 +58,26 @@ class Snapshot:
     nodeclasses: Mapping[tuple[str, str, str], bool] = field(default_factory=dict)
     # PersistentVolumeClaims, PersistentVolumes and StorageClasses, for volume topology.
     storage: StorageObjects = field(default_factory=StorageObjects)
+    # namespace/name -> PodDisruptionBudget, for disruption's pod-level checks.
+    pdbs: Mapping[str, PodDisruptionBudget] = field(default_factory=dict)
+
+    def without(self, node_names: Iterable[str]) -> Snapshot:
+        """The cluster as it would be with these nodes gone: their capacity disappears and their
+        reschedulable pods join the pods that need a home (disruption's what-if)."""
+        gone = set(node_names)
+        if not gone:
+            return self
+        # Pods of nodes already marked for deletion are in ``reschedulable`` already.
+        marked = {n.name for n in self.nodes if n.marked_for_deletion}
+        moved = tuple(
+            p
+            for name in sorted(gone - marked)
+            for p in self.pods_by_node.get(name, ())
+            if is_reschedulable(p)
+        )
+        return replace(
+            self,
+            nodes=tuple(n for n in self.nodes if n.name not in gone),
+            pods_by_node={k: v for k, v in self.pods_by_node.items() if k not in gone},
+            reschedulable=(*self.reschedulable, *moved),
+        )

@@ -1,0 +1,1 @@
+"""Disruption: emptiness, drift and consolidation as upstream, decisions that explain themselves."""
