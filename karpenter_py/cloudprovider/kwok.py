@@ -7,6 +7,12 @@ and provider ID ``kwok://<name>``. A registration delay (KWOKNodeClass ``nodeReg
 or the constructor default) postpones the Node's creation to model boot time. Offerings can be
 made unavailable to exercise insufficient-capacity handling.
 
+Drift: ``create`` stamps the Node, and so the NodeClaim, with
+``karpenter.kwok.sh/kwoknodeclass-hash`` (and ``...-hash-version``), a hash of the KWOKNodeClass
+spec at launch. ``is_drifted`` answers ``NodeClassDrifted`` when the class's current spec hashes
+differently (same hash version only; no annotation or no class: not drifted). Both read the class
+through one short per-class cache, so a spec edit is noticed within ``NODECLASS_CACHE_SECONDS``.
+
 The provider reaches the API through ``NodeAPI``, a port the manager fills with the kube client,
 so this package stays independent of ``kube``.
 """
@@ -15,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,8 +38,11 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import SelectorRequirement
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
+    KWOK_ANNOTATION_KWOKNODECLASS_HASH,
+    KWOK_ANNOTATION_KWOKNODECLASS_HASH_VERSION,
     KWOK_GROUP,
     KWOK_NODE_ANNOTATION,
+    KWOKNODECLASS_HASH_VERSION,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -48,6 +59,7 @@ log = logging.getLogger(__name__)
 PROVIDER_PREFIX = "kwok://"
 NODECLASS_CACHE_SECONDS = 30.0
 KWOK_NODE_LABEL = "kwok.x-k8s.io/node"  # kwok's default node selector is the annotation; label too
+REASON_NODECLASS_DRIFTED = "NodeClassDrifted"
 Raw = dict[str, object]
 OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
 
@@ -76,17 +88,20 @@ class KwokCloudProvider:
         registration_delay: float = 0.0,
         unavailable: Sequence[OfferingKey] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self._types = {it.name: it for it in instance_types}
         self.registration_delay = registration_delay
         self._sleep = sleep
+        self._monotonic = monotonic
         self._unavailable: set[OfferingKey] = set(unavailable)
         # Listed as available, but launches fail: capacity that vanished between listing and
         # launching, which is what EC2's InsufficientInstanceCapacity looks like.
         self._no_capacity: set[OfferingKey] = set()
         self.created: dict[str, str] = {}  # NodeClaim name -> provider ID (launch log, for tests)
-        self._delays: dict[str, tuple[float, float]] = {}  # nodeclass -> (delay s, read at)
+        # KWOKNodeClass name -> (the class, None if absent or unreadable; monotonic read time)
+        self._classes: dict[str, tuple[KWOKNodeClass | None, float]] = {}
         # (unavailable offerings, catalog with them applied): the last answer, reused by identity.
         self._listed: tuple[frozenset[OfferingKey], builtins.list[InstanceType]] | None = None
 
@@ -132,7 +147,12 @@ class KwokCloudProvider:
         if existing is not None:  # a retry after a crash: the instance already exists
             return self._to_nodeclaim(nodeclaim, existing)
         it, offering = self._choose(nodeclaim)
-        body = self._node(nodeclaim, it, offering)
+        annotations = {KWOK_NODE_ANNOTATION: "fake"}
+        nodeclass = await self._nodeclass(nodeclaim)
+        if nodeclass is not None:
+            annotations[KWOK_ANNOTATION_KWOKNODECLASS_HASH] = nodeclass_hash(nodeclass)
+            annotations[KWOK_ANNOTATION_KWOKNODECLASS_HASH_VERSION] = KWOKNODECLASS_HASH_VERSION
+        body = self._node(nodeclaim, it, offering, annotations)
         delay = await self._registration_delay(nodeclaim)
         if delay > 0:
             await self._sleep(delay)
@@ -160,7 +180,16 @@ class KwokCloudProvider:
         return [self._from_node(n) for n in nodes]
 
     async def is_drifted(self, nodeclaim: NodeClaim) -> str:
-        return ""
+        """``NodeClassDrifted`` when the KWOKNodeClass spec changed since the launch."""
+        annotations = nodeclaim.metadata.annotations
+        launched_with = annotations.get(KWOK_ANNOTATION_KWOKNODECLASS_HASH)
+        version = annotations.get(KWOK_ANNOTATION_KWOKNODECLASS_HASH_VERSION)
+        if not launched_with or version != KWOKNODECLASS_HASH_VERSION:
+            return ""
+        nodeclass = await self._nodeclass(nodeclaim)
+        if nodeclass is None:
+            return ""
+        return REASON_NODECLASS_DRIFTED if nodeclass_hash(nodeclass) != launched_with else ""
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return [
@@ -172,32 +201,42 @@ class KwokCloudProvider:
         return [NodeClassRef(KWOK_GROUP, "KWOKNodeClass")]
 
     # ------------------------------------------------------------------ helpers
-    async def _registration_delay(self, nodeclaim: NodeClaim) -> float:
-        """The KWOKNodeClass's nodeRegistrationDelay (boot time), else the constructor's default.
+    async def _nodeclass(self, nodeclaim: NodeClaim) -> KWOKNodeClass | None:
+        """The NodeClaim's KWOKNodeClass (None: another kind, absent or unreadable).
 
-        Read through a short cache: a burst of launches for one class costs one GET.
+        Read through a short cache: a burst of launches or drift checks for one class costs one
+        GET.
         """
         ref = nodeclaim.spec.node_class_ref
         if ref.group != KWOK_GROUP or ref.kind != "KWOKNodeClass":
-            return self.registration_delay
-        now = time.monotonic()
-        cached = self._delays.get(ref.name)
+            return None
+        now = self._monotonic()
+        cached = self._classes.get(ref.name)
         if cached is not None and now - cached[1] < NODECLASS_CACHE_SECONDS:
             return cached[0]
-        delay = self.registration_delay
+        nodeclass: KWOKNodeClass | None = None
         raw = await self.api.get_nodeclass(ref.name)
         if raw is not None:
             try:
-                spec = KWOKNodeClass.model_validate(raw).spec
-                if spec.node_registration_delay:
-                    delay = parse_duration(spec.node_registration_delay).total_seconds()
+                nodeclass = KWOKNodeClass.model_validate(raw)
             except ValueError:
-                log.warning(
-                    "unreadable KWOKNodeClass; using the default registration delay",
-                    extra={"nodeclass": ref.name},
-                )
-        self._delays[ref.name] = (delay, now)
-        return delay
+                log.warning("unreadable KWOKNodeClass", extra={"nodeclass": ref.name})
+        self._classes[ref.name] = (nodeclass, now)
+        return nodeclass
+
+    async def _registration_delay(self, nodeclaim: NodeClaim) -> float:
+        """The KWOKNodeClass's nodeRegistrationDelay (boot time), else the constructor's default."""
+        nodeclass = await self._nodeclass(nodeclaim)
+        if nodeclass is None or not nodeclass.spec.node_registration_delay:
+            return self.registration_delay
+        try:
+            return parse_duration(nodeclass.spec.node_registration_delay).total_seconds()
+        except ValueError:
+            log.warning(
+                "unreadable nodeRegistrationDelay; using the default",
+                extra={"nodeclass": nodeclaim.spec.node_class_ref.name},
+            )
+            return self.registration_delay
 
     @staticmethod
     def _node_name(nodeclaim: NodeClaim) -> str:
@@ -233,7 +272,13 @@ class KwokCloudProvider:
             )
         return best[2], best[3]
 
-    def _node(self, nodeclaim: NodeClaim, it: InstanceType, offering: Offering) -> Raw:
+    def _node(
+        self,
+        nodeclaim: NodeClaim,
+        it: InstanceType,
+        offering: Offering,
+        annotations: Mapping[str, str],
+    ) -> Raw:
         name = nodeclaim.metadata.name or ""
         labels: dict[str, str] = {}
         for r in nodeclaim.spec.requirements:
@@ -265,7 +310,7 @@ class KwokCloudProvider:
             "metadata": {
                 "name": name,
                 "labels": labels,
-                "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                "annotations": dict(annotations),
             },
             "spec": {"providerID": f"{PROVIDER_PREFIX}{name}", "taints": taints},
             "status": {
@@ -282,6 +327,14 @@ class KwokCloudProvider:
         out.status.provider_id = launched.status.provider_id
         out.status.capacity = launched.status.capacity
         out.status.allocatable = launched.status.allocatable
+        node_annotations = _meta(node).get("annotations")
+        if isinstance(node_annotations, dict):
+            for key in (
+                KWOK_ANNOTATION_KWOKNODECLASS_HASH,
+                KWOK_ANNOTATION_KWOKNODECLASS_HASH_VERSION,
+            ):
+                if isinstance(value := node_annotations.get(key), str):
+                    out.metadata.annotations[key] = value
         labels = dict(launched.metadata.labels or {})
         labels.update(out.metadata.labels or {})  # the NodeClaim's own labels win
         labels.pop(KWOK_NODE_LABEL, None)
@@ -319,6 +372,13 @@ class KwokCloudProvider:
                 },
             }
         )
+
+
+def nodeclass_hash(nodeclass: KWOKNodeClass) -> str:
+    """A stable hash of the KWOKNodeClass spec (every field: each one shapes the fake node)."""
+    spec = nodeclass.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    return str(int(digest[:15], 16))
 
 
 def _allows(reqs: Requirements, o: Offering) -> bool:

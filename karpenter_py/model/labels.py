@@ -108,6 +108,11 @@ KWOK_LABEL_INSTANCE_FAMILY: Final = "karpenter.kwok.sh/instance-family"
 KWOK_LABEL_INSTANCE_CPU: Final = "karpenter.kwok.sh/instance-cpu"
 KWOK_LABEL_INSTANCE_MEMORY: Final = "karpenter.kwok.sh/instance-memory"
 KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
+# Hash of the KWOKNodeClass spec a node was launched with (the kwok twin of AWS's
+# karpenter.k8s.aws/ec2nodeclass-hash); a different current hash is drift (NodeClassDrifted).
+KWOK_ANNOTATION_KWOKNODECLASS_HASH: Final = "karpenter.kwok.sh/kwoknodeclass-hash"
+KWOK_ANNOTATION_KWOKNODECLASS_HASH_VERSION: Final = "karpenter.kwok.sh/kwoknodeclass-hash-version"
+KWOKNODECLASS_HASH_VERSION: Final = "v1"
 KWOK_PARTITION_LABEL: Final = "kwok-partition"
 
 # --- well-known resources
