@@ -14,23 +14,48 @@ nothing checked this).
 
     python benchmarks/scheduling.py --pods 5000 --out result.json
     python benchmarks/scheduling.py --all --out results.json
+
+``--warm-round`` times instead one provisioning round as the controller runs it
+(``Provisioner.provision()``: cluster snapshot, instance types from the kwok provider, solve input,
+``RoundRunner.solve``, NodeClaim write, nominations) over the built-in 1,340-type AWS catalog, with
+in-memory fakes for the API. ``cold_ms`` is the first one-pod round (it builds the pool's
+instance-type index); ``warm_ms`` the median of the later one-pod rounds, each with one new pending
+pod, in a steady-state cluster: the previous rounds' NodeClaims were launched by the kwok provider,
+their Nodes registered (Ready, unregistered taint gone) and their pods bound and Running, so the
+cluster grows by one node per round and every round snapshots all of it. ``--warm-mode reset``
+instead deletes the previous pod and NodeClaim before each round (every round is the same work).
+
+    python benchmarks/scheduling.py --warm-round --out warm.json [--rounds 20] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import cProfile
 import gc
+import itertools
 import json
+import pstats
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
 
-from karpenter_py.model.core import Pod, pod_from_dict
+from karpenter_py.aio.batcher import Batcher
+from karpenter_py.aio.clock import FakeClock
+from karpenter_py.cloudprovider.aws.catalog import builtin_aws_instance_types
+from karpenter_py.cloudprovider.kwok import KwokCloudProvider
+from karpenter_py.controllers.provisioning.provisioner import Provisioner, RoundResult
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.model.fakecatalog import fake_instance_types
+from karpenter_py.model.labels import TAINT_UNREGISTERED_KEY
 from karpenter_py.scheduling.inputs import SolveInput, SolveOptions, pool_template
 from karpenter_py.scheduling.scheduler import solve
+from karpenter_py.state.cluster import KINDS, Cluster
 
 SIZES = (1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000)
 CPU = ("100m", "250m", "500m", "1", "1500m")
@@ -210,6 +235,217 @@ def run_case(
     return result
 
 
+# ----------------------------------------------------------------------------- --warm-round
+NODECLASS = ("karpenter.kwok.sh", "KWOKNodeClass", "default")
+Raw = dict[str, Any]
+
+
+class _NodeAPI:
+    """The kwok provider's API port over a dict (it only needs to write and read Nodes)."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Raw] = {}
+
+    async def create_node(self, body: Raw) -> Raw:
+        self.nodes[body["metadata"]["name"]] = body
+        return body
+
+    async def get_node(self, name: str) -> Raw | None:
+        return self.nodes.get(name)
+
+    async def delete_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+
+    async def list_nodes(self, label_selector: str) -> list[Raw]:
+        return list(self.nodes.values())
+
+    async def get_nodeclass(self, name: str) -> Raw | None:
+        return None
+
+
+class _Writer:
+    """The NodeClaim writer: names and UIDs as generateName and the API server would give."""
+
+    def __init__(self) -> None:
+        self.ids = itertools.count()
+
+    async def create_nodeclaim(self, body: Raw) -> Raw:
+        n = next(self.ids)
+        meta = body["metadata"]
+        return {
+            **body,
+            "metadata": {**meta, "name": f"{meta['generateName']}{n:05d}", "uid": f"nc-{n}"},
+        }
+
+
+def _warm_nodepool() -> NodePool:
+    # No requirements: every one of the 1,340 types and both capacity types stay in play.
+    return NodePool.model_validate(
+        {
+            "metadata": {"name": "default", "uid": "np-default"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {
+                            "group": NODECLASS[0],
+                            "kind": NODECLASS[1],
+                            "name": NODECLASS[2],
+                        },
+                        "requirements": [],
+                    }
+                }
+            },
+        }
+    )
+
+
+def _warm_pod(i: int, node: str = "") -> Pod:
+    spec: Raw = {
+        "containers": [
+            {
+                "name": "app",
+                "image": "pause",
+                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+            }
+        ]
+    }
+    status: Raw = {
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    }
+    if node:
+        spec["nodeName"] = node
+        status = {
+            "phase": "Running",
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+        }
+    return pod_from_dict(
+        {
+            "metadata": {"name": f"web-{i}", "namespace": "default", "uid": f"pod-{i:05d}"},
+            "spec": spec,
+            "status": status,
+        }
+    )
+
+
+async def _settle(
+    cluster: Cluster,
+    cloud: KwokCloudProvider,
+    api: _NodeAPI,
+    result: RoundResult,
+    pod: Pod,
+    i: int,
+) -> None:
+    """What happens between rounds in a live cluster: the round's NodeClaims launch, their Nodes
+    register, and the kube-scheduler binds the pod where it was nominated."""
+    target = ""
+    for name in result.created:
+        launched = await cloud.create(cluster.nodeclaims[name])
+        launched.status.node_name = name
+        cluster.upsert_nodeclaim(launched)
+        body = api.nodes[name]
+        body["spec"]["taints"] = [
+            t for t in body["spec"]["taints"] if t["key"] != TAINT_UNREGISTERED_KEY
+        ]
+        body["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        body["metadata"]["labels"] |= {
+            "karpenter.sh/registered": "true",
+            "karpenter.sh/initialized": "true",
+        }
+        cluster.upsert_node(node_from_dict(body))
+        target = name
+    if not target:  # placed on capacity that already exists: bind it to a node with room
+        target = _node_with_room(cluster, pod)
+    cluster.upsert_pod(_warm_pod(i, node=target))
+
+
+def _node_with_room(cluster: Cluster, pod: Pod) -> str:
+    for node in cluster.nodes.values():
+        used: dict[str, int] = {}
+        for p in cluster.pods_on(node.name):
+            for k, v in p.requests.items():
+                used[k] = used.get(k, 0) + v
+        if all(used.get(k, 0) + v <= node.allocatable.get(k, 0) for k, v in pod.requests.items()):
+            return node.name
+    raise RuntimeError(f"the round placed {pod.key} on existing capacity, but no node has room")
+
+
+async def _warm_round(rounds: int, mode: str, profile: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    types = builtin_aws_instance_types()
+    catalog_ms = (time.perf_counter() - started) * 1000
+    cluster = Cluster()
+    cluster.upsert_nodepool(_warm_nodepool())
+    cluster.upsert_nodeclass(NODECLASS, True)
+    for kind in KINDS:
+        cluster.mark_synced(kind)
+    api = _NodeAPI()
+    cloud = KwokCloudProvider(api, types)
+    prov = Provisioner(
+        cluster=cluster,
+        writer=_Writer(),
+        cloud=cloud,
+        clock=FakeClock(),
+        batcher=Batcher(idle=1.0, max_window=10.0),
+    )
+    profiler = cProfile.Profile() if profile else None
+    times: list[float] = []
+    solves: list[float] = []
+    created = existing = 0
+    cold: RoundResult | None = None
+    for i in range(rounds + 1):
+        pod = _warm_pod(i)
+        cluster.upsert_pod(pod)
+        gc.collect()
+        if profiler is not None and i > 0:
+            profiler.enable()
+        t0 = time.perf_counter()
+        result = await prov.provision()
+        elapsed = time.perf_counter() - t0
+        if profiler is not None:
+            profiler.disable()
+        if result.pods != 1 or result.errors or len(result.decided) != 1:
+            raise RuntimeError(f"round {i} did not place its one pod: {result}")
+        if i == 0:
+            cold = result
+        else:
+            times.append(elapsed)
+            solves.append(result.solve_seconds)
+            created += len(result.created)
+            existing += result.placed_on_existing
+        if mode == "reset":
+            cluster.delete_pod(pod.key)
+            for name in result.created:
+                cluster.delete_nodeclaim(name)
+        else:
+            await _settle(cluster, cloud, api, result, pod, i)
+    assert cold is not None
+    out: dict[str, Any] = {
+        "cold_ms": round(cold.seconds * 1000, 2),
+        "warm_ms": round(statistics.median(times) * 1000, 2),
+        "warm_p90_ms": round(sorted(times)[int(0.9 * (len(times) - 1))] * 1000, 2),
+        "warm_min_ms": round(min(times) * 1000, 2),
+        "warm_solve_ms": round(statistics.median(solves) * 1000, 2),
+        "cold_solve_ms": round(cold.solve_seconds * 1000, 2),
+        "catalog_build_ms": round(catalog_ms, 1),
+        "instance_types": len(types),
+        "rounds": rounds,
+        "mode": mode,
+        "warm_rounds_new_nodeclaim": created,
+        "warm_rounds_on_existing": existing,
+        "nodes_at_end": len(cluster.nodes),
+        "index_cache": {"hits": prov.round.indexes.hits, "misses": prov.round.indexes.misses},
+    }
+    if profiler is not None:
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(20)
+    return out
+
+
+def warm_round(rounds: int = 20, mode: str = "steady", profile: bool = False) -> dict[str, Any]:
+    return asyncio.run(_warm_round(rounds, mode, profile))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -222,7 +458,32 @@ def main(argv: list[str] | None = None) -> int:
         "--preferences", action="store_true", help="also run the 4,000-pod preference cases"
     )
     parser.add_argument("--out", type=Path, help="write results as JSON here")
+    parser.add_argument(
+        "--warm-round",
+        action="store_true",
+        help="time one-pod provisioning rounds on the 1,340-type AWS catalog, cold and warm",
+    )
+    parser.add_argument("--rounds", type=int, default=20, help="warm rounds (--warm-round)")
+    parser.add_argument(
+        "--warm-mode",
+        choices=("steady", "reset"),
+        default="steady",
+        help="steady: earlier claims launch and their pods run; reset: each round starts empty",
+    )
+    parser.add_argument("--profile", action="store_true", help="cProfile the warm rounds")
     args = parser.parse_args(argv)
+    if args.warm_round:
+        warm = warm_round(args.rounds, args.warm_mode, args.profile)
+        print(
+            f"warm-round ({warm['mode']}, {warm['instance_types']} types): "
+            f"cold {warm['cold_ms']} ms, warm {warm['warm_ms']} ms "
+            f"(median of {warm['rounds']}; p90 {warm['warm_p90_ms']} ms; "
+            f"solve {warm['warm_solve_ms']} ms)"
+        )
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(warm, indent=2) + "\n")
+        return 0
     sizes = list(SIZES) if args.all else (args.pods or [5000])
     results = [run_case(f"diverse-{n}", diverse_pods(n)) for n in sizes]
     if args.all or args.preferences:
