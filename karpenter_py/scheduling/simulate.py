@@ -11,7 +11,7 @@ initialized yet makes the answer unusable: that capacity may never arrive.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
@@ -20,7 +20,8 @@ from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.scheduling.instances import IndexCache
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.scheduler import solve
-from karpenter_py.state.snapshot import Snapshot
+from karpenter_py.scheduling.volumes import volume_inputs
+from karpenter_py.state.snapshot import Snapshot, is_reschedulable
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,67 @@ class Simulation:
         return not self.errors
 
 
+class Simulator:
+    """Many what-ifs against one snapshot: the solver input (pools, existing capacity with its
+    DaemonSet reservations, volume facts) is built once and each simulation only drops the
+    candidates' nodes and adds their pods. A consolidation pass runs hundreds of these."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        instance_types: Mapping[str, Sequence[InstanceType]],
+        options: SolveOptions | None = None,
+        indexes: IndexCache | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.indexes = indexes if indexes is not None else IndexCache()
+        self.base = solve_input(
+            snapshot, instance_types=instance_types, options=options or SolveOptions()
+        )
+        self._uninitialized = {n.name for n in snapshot.nodes if not n.initialized}
+        self._marked = {n.name for n in snapshot.nodes if n.marked_for_deletion}
+        self.runs = 0
+
+    def moved_pods(self, candidates: Collection[str]) -> tuple[Pod, ...]:
+        return tuple(
+            p
+            for name in sorted(set(candidates) - self._marked)
+            for p in self.snapshot.pods_by_node.get(name, ())
+            if is_reschedulable(p)
+        )
+
+    def run(self, candidates: Collection[str]) -> Simulation:
+        """Solve the cluster without the ``candidates`` (node names)."""
+        self.runs += 1
+        gone = set(candidates)
+        moved = self.moved_pods(gone)
+        volume_requirements, volume_errors = volume_inputs(moved, self.snapshot.storage)
+        inp = replace(
+            self.base,
+            pods=[*self.base.pods, *moved],
+            existing=[e for e in self.base.existing if e.node.name not in gone],
+            volume_requirements={**self.base.volume_requirements, **volume_requirements},
+            volume_errors={**self.base.volume_errors, **volume_errors},
+        )
+        plan = solve(inp, namespace_labels=self.snapshot.namespace_labels, indexes=self.indexes)
+        moved_keys = {p.key for p in moved}
+        errors = [e for e in plan.errors if e.pod.key in moved_keys]
+        for placement in plan.existing:
+            if placement.node_name in self._uninitialized:
+                errors.extend(
+                    PodError(
+                        p, f"would schedule to node {placement.node_name}, not initialized yet"
+                    )
+                    for p in placement.pods
+                    if p.key in moved_keys
+                )
+        replacements = tuple(
+            nc for nc in plan.new_node_claims if any(p.key in moved_keys for p in nc.pods)
+        )
+        return Simulation(plan=plan, moved=moved, errors=tuple(errors), replacements=replacements)
+
+
 def simulate(
     snapshot: Snapshot,
     candidates: Collection[str],
@@ -46,23 +108,6 @@ def simulate(
     options: SolveOptions | None = None,
     indexes: IndexCache | None = None,
 ) -> Simulation:
-    """Solve the cluster without the ``candidates`` (node names)."""
-    after = snapshot.without(candidates)
-    existing = {p.key for p in snapshot.reschedulable}
-    moved = tuple(p for p in after.reschedulable if p.key not in existing)
-    inp = solve_input(after, instance_types=instance_types, options=options or SolveOptions())
-    plan = solve(inp, namespace_labels=snapshot.namespace_labels, indexes=indexes)
-    moved_keys = {p.key for p in moved}
-    errors = [e for e in plan.errors if e.pod.key in moved_keys]
-    uninitialized = {n.name for n in after.nodes if not n.initialized}
-    for placement in plan.existing:
-        if placement.node_name in uninitialized:
-            errors.extend(
-                PodError(p, f"would schedule to node {placement.node_name}, not initialized yet")
-                for p in placement.pods
-                if p.key in moved_keys
-            )
-    replacements = tuple(
-        nc for nc in plan.new_node_claims if any(p.key in moved_keys for p in nc.pods)
-    )
-    return Simulation(plan=plan, moved=moved, errors=tuple(errors), replacements=replacements)
+    """Solve the cluster without the ``candidates`` (node names): one what-if."""
+    sim = Simulator(snapshot, instance_types=instance_types, options=options, indexes=indexes)
+    return sim.run(candidates)

@@ -13,7 +13,7 @@ from enum import StrEnum
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
-from karpenter_py.scheduling.plan import NewNodeClaim
+from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim
 from karpenter_py.state.statenode import StateNode
 
 
@@ -80,8 +80,10 @@ class Command:
     method: Method
     candidates: tuple[Candidate, ...]
     replacements: tuple[NewNodeClaim, ...] = ()
-    # Human-readable why, e.g. "3 nodes → 1 m5.xlarge saves $0.1920/h".
+    # Human-readable why, e.g. "3 nodes -> 1 m5.xlarge saves $0.1920/h".
     explanation: str = ""
+    # Where the candidates' pods go on nodes that stay (from the simulation).
+    placements: tuple[ExistingPlacement, ...] = ()
 
     @property
     def reason(self) -> Reason:
@@ -105,3 +107,5 @@ class Decision:
 
     commands: tuple[Command, ...] = ()
     unchanged: dict[str, str] = field(default_factory=dict)  # node name -> reason a person can act on
+    timed_out: tuple[Method, ...] = ()  # methods that hit their time limit (best found returned)
+    eligible: dict[Method, int] = field(default_factory=dict)  # candidates each method considered
