@@ -1,0 +1,457 @@
+"""Which nodes disruption may act on, what moving their pods costs, and in what order to try them.
+
+``build_candidates`` turns a Snapshot into Candidates, and gives every other node a reason a
+person can act on. The rules are upstream's (statenode.go, disruption/types.go):
+
+* node level: managed (a NodeClaim and a ``karpenter.sh/nodepool`` label), has a Node,
+  initialized, not marked for deletion, not nominated, no node annotation
+  ``karpenter.sh/do-not-disrupt: "true"``, not already queued, its NodePool exists;
+* pod level (``pod_block``): no active pod with ``karpenter.sh/do-not-disrupt: "true"``, every
+  PDB covering an evictable pod allows a disruption, and no pod is covered by two PDBs.
+
+Pod-level blocks are waived for the *eventual* disruption class (drift) when the NodeClaim has
+``spec.terminationGracePeriod``: termination will get the node out within that bound anyway. So
+``build_candidates`` takes ``eventual=True`` for the drift method (as upstream builds candidates
+per method class), and ``pod_block`` is public for anyone who needs the check on its own.
+
+Method filters then say why a candidate does not suit one method (``consolidation_block``,
+``emptiness_block``, ``drift_block``) and the ``order_for_*`` functions sort what remains.
+
+Costs, as upstream's pkg/utils/disruption and disruption/types.go (v1.14):
+
+* ``eviction_cost(pod)`` = clamp(1 + pod-deletion-cost/2^27 + priority/2^25, -10, 10);
+* ``reschedule_cost(pods)`` = 1 (the node itself) + Σ max(0, eviction cost) over reschedulable
+  pods; a node is *empty* when that is <= 1.0, i.e. no pod that must move has a positive cost;
+* ``disruption_cost(pods, nodeclaim, now)`` = Σ eviction costs * fraction of lifetime left
+  (``Candidate.disruption_cost``; upstream computes it over all the node's pods).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from karpenter_py.controllers.disruption.types import Candidate
+from karpenter_py.model.api.base import as_utc
+from karpenter_py.model.api.common import parse_nillable_duration
+from karpenter_py.model.api.meta import CONDITION_TRUE
+from karpenter_py.model.api.nodeclaim import (
+    CONDITION_CONSOLIDATABLE,
+    CONDITION_DRIFTED,
+    CONDITION_INITIALIZED,
+    NodeClaim,
+)
+from karpenter_py.model.api.nodepool import CONSOLIDATION_WHEN_EMPTY, NodePool
+from karpenter_py.model.core import Pod
+from karpenter_py.model.instancetype import InstanceType, Offering
+from karpenter_py.model.labels import (
+    ANNOTATION_DO_NOT_DISRUPT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_TOPOLOGY_ZONE,
+)
+from karpenter_py.state.snapshot import Snapshot, is_reschedulable
+from karpenter_py.state.statenode import StateNode
+
+ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+PER_NODE_BASE_COST: Final = 1.0
+EVICTION_COST_MIN: Final = -10.0
+EVICTION_COST_MAX: Final = 10.0
+_DELETION_COST_SCALE: Final = 2.0**27
+_PRIORITY_SCALE: Final = 2.0**25
+# A decimal number as strconv.ParseFloat reads it, minus inf/nan (which would poison sums).
+_DECIMAL: Final = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+
+# ----------------------------------------------------------------------------- costs
+
+
+def eviction_cost(pod: Pod) -> float:
+    """What evicting ``pod`` costs: 1, plus pod-deletion-cost/2^27, plus priority/2^25,
+    clamped to [-10, 10]. An unparsable pod-deletion-cost is ignored, as upstream does."""
+    cost = 1.0
+    raw = pod.annotations.get(ANNOTATION_POD_DELETION_COST)
+    if raw is not None and _DECIMAL.match(raw) is not None:
+        deletion_cost = float(raw)
+        if math.isfinite(deletion_cost):
+            cost += deletion_cost / _DELETION_COST_SCALE
+    cost += pod.priority / _PRIORITY_SCALE
+    return min(EVICTION_COST_MAX, max(EVICTION_COST_MIN, cost))
+
+
+def reschedule_cost(pods: Iterable[Pod]) -> float:
+    """1 for the node itself plus each reschedulable pod's eviction cost, negative ones counted
+    as 0 (a cheap pod cannot make a node cheaper than empty). Never below 1.0."""
+    return PER_NODE_BASE_COST + sum(max(0.0, eviction_cost(p)) for p in pods if is_reschedulable(p))
+
+
+def is_empty(pods: Iterable[Pod]) -> bool:
+    """Upstream's emptiness: the reschedule cost is <= 1.0, i.e. no reschedulable pod (not
+    terminal, not terminating, not a daemonset or mirror pod) has a positive eviction cost.
+    Pods whose cost clamps to <= 0 still leave the node empty."""
+    return reschedule_cost(pods) <= PER_NODE_BASE_COST
+
+
+def lifetime_remaining(nodeclaim: NodeClaim, now: datetime) -> float:
+    """Fraction of the NodeClaim's ``expireAfter`` still ahead, in [0, 1]; 1.0 for ``Never``
+    or an unknown creation time."""
+    try:
+        lifetime = parse_nillable_duration(nodeclaim.spec.expire_after)
+    except ValueError:
+        return 1.0
+    created = nodeclaim.metadata.creation_timestamp
+    if lifetime is None or created is None:
+        return 1.0
+    if lifetime <= timedelta(0):
+        return 0.0
+    left = lifetime - (as_utc(now) - as_utc(created))
+    return min(1.0, max(0.0, left / lifetime))
+
+
+def disruption_cost(pods: Iterable[Pod], nodeclaim: NodeClaim, now: datetime) -> float:
+    """Σ eviction costs of ``pods`` * the fraction of the NodeClaim's lifetime remaining (from
+    its ``spec.expireAfter``, copied from the pool at launch): nodes near expiry are cheap to
+    disrupt. Upstream passes all the node's pods, not just the reschedulable ones."""
+    return sum(eviction_cost(p) for p in pods) * lifetime_remaining(nodeclaim, now)
+
+
+def savings_ratio(candidate: Candidate) -> float:
+    """Hourly price per unit of reschedule cost: what disrupting the node saves per pod moved.
+    Upstream's consolidation sort key (higher first)."""
+    return candidate.price / reschedule_cost(candidate.pods)
+
+
+# ----------------------------------------------------------------------------- pod-level check
+
+
+def _is_active(pod: Pod) -> bool:
+    return not pod.is_terminal() and not pod.is_terminating()
+
+
+def pod_block(pods: Candidate | Iterable[Pod], snapshot: Snapshot) -> str | None:
+    """Why the pods keep their node from being disrupted gracefully, or None.
+
+    ``pods`` is a node's pods, or a Candidate (its node's pods are looked up in the snapshot, so
+    daemonset and mirror pods count too). Blocks: an active pod annotated
+    ``karpenter.sh/do-not-disrupt: "true"`` (daemonset and mirror pods included, as upstream);
+    an evictable pod (active, not a mirror pod) covered by a PDB that allows 0 disruptions, or
+    by more than one PDB (the eviction API refuses those).
+    """
+    if isinstance(pods, Candidate):
+        pods = snapshot.pods_by_node.get(pods.name, ())
+    pod_list = list(pods)
+    for pod in pod_list:
+        if _is_active(pod) and pod.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
+            return f'pod {pod.key} has annotation {ANNOTATION_DO_NOT_DISRUPT}: "true"'
+    pdbs = [snapshot.pdbs[k] for k in sorted(snapshot.pdbs)]
+    for pod in pod_list:
+        if not _is_active(pod) or pod.is_mirror_pod():
+            continue
+        covering = [pdb for pdb in pdbs if pdb.covers(pod)]
+        if len(covering) > 1:
+            keys = ", ".join(pdb.key for pdb in covering)
+            return (
+                f"pod {pod.key} is covered by {len(covering)} PDBs ({keys}); "
+                "eviction supports only one"
+            )
+        if covering and covering[0].disruptions_allowed < 1:
+            pdb = covering[0]
+            return (
+                f"PDB {pdb.key} allows {pdb.disruptions_allowed} disruptions "
+                f"(it covers pod {pod.key})"
+            )
+    return None
+
+
+# ----------------------------------------------------------------------------- candidates
+
+
+def node_block(node: StateNode, queued: Collection[str] = ()) -> str | None:
+    """Why the node itself cannot be a candidate (upstream's order of checks), or None.
+
+    ``queued`` holds what the orchestration queue already works on: node names, NodeClaim
+    names or provider IDs (any of the three matches).
+    """
+    if node.nodeclaim is None:
+        return "not managed by Karpenter (no NodeClaim)"
+    if node.node is None:
+        return "NodeClaim has no Node yet (still launching or registering)"
+    if not node.initialized:
+        return "node is not initialized yet"
+    if node.marked_for_deletion:
+        return "node is already being deleted"
+    if node.nominated:
+        return "node is nominated for pending pods"
+    if node.do_not_disrupt:
+        return f'node has annotation {ANNOTATION_DO_NOT_DISRUPT}: "true"'
+    if not node.node_pool:
+        return f"node has no {LABEL_NODEPOOL} label"
+    if queued and any(
+        key and key in queued for key in (node.name, node.nodeclaim_name, node.provider_id)
+    ):
+        return "node is already queued for disruption"
+    return None
+
+
+def _offering(
+    instance_type: InstanceType, zone: str, capacity_type: str, labels: Mapping[str, str]
+) -> Offering | None:
+    """The offering a node runs on: same zone and capacity type; with several (reservations),
+    those whose own labels the node carries, cheapest first."""
+    matching = [
+        o for o in instance_type.offerings if o.zone == zone and o.capacity_type == capacity_type
+    ]
+    exact = [o for o in matching if all(labels.get(k) == v for k, v in o.labels.items())]
+    pool = exact or matching
+    return min(pool, key=lambda o: o.price) if pool else None
+
+
+def _price(instance_type: InstanceType | None, node: StateNode) -> float:
+    if instance_type is None:
+        return 0.0
+    labels = node.labels
+    offering = _offering(
+        instance_type,
+        labels.get(LABEL_TOPOLOGY_ZONE, ""),
+        labels.get(LABEL_CAPACITY_TYPE, ""),
+        labels,
+    )
+    if offering is None or not math.isfinite(offering.price):
+        return 0.0
+    return offering.price
+
+
+def _instance_type(
+    node: StateNode, instance_types: Mapping[str, Sequence[InstanceType]]
+) -> InstanceType | None:
+    name = node.labels.get(LABEL_INSTANCE_TYPE, "")
+    if not name:
+        return None
+    for it in instance_types.get(node.node_pool, ()):
+        if it.name == name:
+            return it
+    return None
+
+
+def make_candidate(
+    node: StateNode,
+    nodepool: NodePool,
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    pods: Sequence[Pod],
+    now: datetime,
+) -> Candidate:
+    """A Candidate for a node that passed the checks; ``pods`` are all the node's pods."""
+    assert node.nodeclaim is not None
+    instance_type = _instance_type(node, instance_types)
+    labels = node.labels
+    return Candidate(
+        node=node,
+        nodepool=nodepool,
+        instance_type=instance_type,
+        capacity_type=labels.get(LABEL_CAPACITY_TYPE, ""),
+        zone=labels.get(LABEL_TOPOLOGY_ZONE, ""),
+        price=_price(instance_type, node),
+        pods=tuple(p for p in pods if is_reschedulable(p)),
+        disruption_cost=disruption_cost(pods, node.nodeclaim, now),
+    )
+
+
+def build_candidates(
+    snapshot: Snapshot,
+    instance_types: Mapping[str, Sequence[InstanceType]],
+    *,
+    now: datetime,
+    queued: Collection[str] = (),
+    eventual: bool = False,
+) -> tuple[list[Candidate], dict[str, str]]:
+    """The snapshot's disruption candidates, and for every other node why it is not one.
+
+    ``instance_types`` maps NodePool name to the types it may launch (for the price). ``queued``
+    is what the orchestration queue already holds (see ``node_block``). ``eventual=True`` is
+    for the eventual disruption class (drift): pod-level blocks are then waived for nodes whose
+    NodeClaim sets ``spec.terminationGracePeriod``. Candidates keep snapshot order; the second
+    value maps node name to a reason (unmanaged nodes and in-flight NodeClaims included).
+    """
+    candidates: list[Candidate] = []
+    reasons: dict[str, str] = {}
+    for node in snapshot.nodes:
+        blocked = node_block(node, queued)
+        nodepool = snapshot.nodepools.get(node.node_pool)
+        if blocked is None and nodepool is None:
+            blocked = f"NodePool {node.node_pool!r} not found"
+        pods = snapshot.pods_by_node.get(node.name, ())
+        if blocked is None:
+            waived = (
+                eventual
+                and node.nodeclaim is not None
+                and node.nodeclaim.spec.termination_grace_period is not None
+            )
+            blocked = None if waived else pod_block(pods, snapshot)
+        if blocked is not None:
+            reasons[node.name] = blocked
+            continue
+        assert nodepool is not None
+        candidates.append(make_candidate(node, nodepool, instance_types, pods, now))
+    return candidates, reasons
+
+
+# ----------------------------------------------------------------------------- method filters
+
+
+def _static_block(candidate: Candidate) -> str | None:
+    if candidate.nodepool.spec.replicas is not None:
+        return f"NodePool {candidate.pool_name!r} is static (spec.replicas is set)"
+    return None
+
+
+def _price_block(candidate: Candidate) -> str | None:
+    labels = candidate.node.labels
+    type_name = labels.get(LABEL_INSTANCE_TYPE, "")
+    if not type_name:
+        return f"node has no {LABEL_INSTANCE_TYPE} label"
+    if not candidate.capacity_type:
+        return f"node has no {LABEL_CAPACITY_TYPE} label"
+    if not candidate.zone:
+        return f"node has no {LABEL_TOPOLOGY_ZONE} label"
+    if candidate.instance_type is None:
+        return f"instance type {type_name} is not offered by NodePool {candidate.pool_name!r}"
+    offering = _offering(candidate.instance_type, candidate.zone, candidate.capacity_type, labels)
+    if offering is None:
+        return (
+            f"no {candidate.capacity_type} offering of {type_name} in {candidate.zone} "
+            "to price the node with"
+        )
+    if not math.isfinite(offering.price):
+        return f"the {candidate.capacity_type} price of {type_name} in {candidate.zone} is unknown"
+    return None
+
+
+def _consolidate_after(candidate: Candidate) -> tuple[timedelta | None, str | None]:
+    """The pool's consolidateAfter (None = Never), or why it cannot be read."""
+    raw = candidate.nodepool.spec.disruption.consolidate_after
+    try:
+        return parse_nillable_duration(raw), None
+    except ValueError:
+        return None, f"NodePool {candidate.pool_name!r} has an invalid consolidateAfter {raw!r}"
+
+
+def _consolidatable_block(candidate: Candidate, after: timedelta, now: datetime) -> str | None:
+    nodeclaim = candidate.node.nodeclaim
+    assert nodeclaim is not None
+    status = nodeclaim.status
+    if status.is_true(CONDITION_CONSOLIDATABLE):
+        return None
+    raw = candidate.nodepool.spec.disruption.consolidate_after
+    initialized = status.get_condition(CONDITION_INITIALIZED)
+    if status.last_pod_event_time is not None:
+        since, what = status.last_pod_event_time, "last pod event"
+    elif initialized is not None and initialized.status == CONDITION_TRUE:
+        since, what = initialized.last_transition_time, "initialization"
+    else:
+        return f"NodeClaim is not {CONDITION_CONSOLIDATABLE} yet"
+    ready_at = as_utc(since) + after
+    if ready_at > as_utc(now):
+        left = int((ready_at - as_utc(now)).total_seconds())
+        return (
+            f"consolidateAfter {raw} not yet passed since {what} "
+            f"(consolidatable at {ready_at:%H:%M:%S} UTC, in {left}s)"
+        )
+    return (
+        f"consolidateAfter {raw} has passed since {what} but the NodeClaim is not "
+        f"{CONDITION_CONSOLIDATABLE} yet"
+    )
+
+
+def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
+    """Why consolidation (multi- or single-node) may not act on the candidate, or None.
+
+    Checks: the pool is not static; instance-type, capacity-type and zone labels are known and
+    priced; ``consolidateAfter`` is not ``Never``; policy ``WhenEmpty`` only lets empty nodes
+    through; the NodeClaim is ``Consolidatable``. Empty nodes are not rejected here (the
+    emptiness method normally takes them first).
+    """
+    blocked = _static_block(candidate) or _price_block(candidate)
+    if blocked is not None:
+        return blocked
+    after, problem = _consolidate_after(candidate)
+    if problem is not None:
+        return problem
+    if after is None:
+        return (
+            f"NodePool {candidate.pool_name!r} has consolidateAfter: Never (consolidation is off)"
+        )
+    policy = candidate.nodepool.spec.disruption.consolidation_policy
+    if policy == CONSOLIDATION_WHEN_EMPTY and not is_empty(candidate.pods):
+        return (
+            f"NodePool {candidate.pool_name!r} has consolidationPolicy {CONSOLIDATION_WHEN_EMPTY} "
+            f"and the node is not empty ({_plural(len(candidate.pods), 'pod')} to move)"
+        )
+    return _consolidatable_block(candidate, after, now)
+
+
+def emptiness_block(candidate: Candidate, now: datetime) -> str | None:
+    """Why the emptiness method may not delete the candidate, or None: the pool is not static,
+    ``consolidateAfter`` is not ``Never``, the node is empty and ``Consolidatable``. Price and
+    policy do not matter: every policy deletes empty nodes."""
+    blocked = _static_block(candidate)
+    if blocked is not None:
+        return blocked
+    after, problem = _consolidate_after(candidate)
+    if problem is not None:
+        return problem
+    if after is None:
+        return (
+            f"NodePool {candidate.pool_name!r} has consolidateAfter: Never (consolidation is off)"
+        )
+    if not is_empty(candidate.pods):
+        return f"node is not empty ({_plural(len(candidate.pods), 'pod')} to move)"
+    return _consolidatable_block(candidate, after, now)
+
+
+def drift_block(candidate: Candidate, *, static: bool = False) -> str | None:
+    """Why the drift method may not replace the candidate, or None: its NodeClaim must be
+    ``Drifted=True``. Static pools are left to static drift: ``static=False`` (the drift
+    method) rejects them, ``static=True`` (static drift) accepts only them."""
+    is_static = candidate.nodepool.spec.replicas is not None
+    if is_static and not static:
+        return f"NodePool {candidate.pool_name!r} is static (spec.replicas is set); static drift replaces its nodes"
+    if static and not is_static:
+        return f"NodePool {candidate.pool_name!r} is not static"
+    nodeclaim = candidate.node.nodeclaim
+    if nodeclaim is None or not nodeclaim.status.is_true(CONDITION_DRIFTED):
+        return "NodeClaim is not drifted"
+    return None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# ----------------------------------------------------------------------------- ordering
+
+
+def order_for_consolidation(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Upstream's consolidation order (v1.14 code; its docs still describe an older rule):
+    savings ratio = price ÷ reschedule cost, highest first, so expensive nodes with little to
+    move go first. Ties by node name. (``Candidate.disruption_cost`` no longer orders.)"""
+    return sorted(candidates, key=lambda c: (-savings_ratio(c), c.name))
+
+
+_NEVER_DRIFTED: Final = datetime.max.replace(tzinfo=UTC)
+
+
+def _drifted_since(candidate: Candidate) -> datetime:
+    nodeclaim = candidate.node.nodeclaim
+    condition = nodeclaim.status.get_condition(CONDITION_DRIFTED) if nodeclaim else None
+    if condition is None or condition.status != CONDITION_TRUE:
+        return _NEVER_DRIFTED
+    return as_utc(condition.last_transition_time)
+
+
+def order_for_drift(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Empty nodes first, then the rest; within each, the oldest ``Drifted`` transition first
+    (ties by node name). Candidates that are not drifted sort last."""
+    return sorted(candidates, key=lambda c: (not is_empty(c.pods), _drifted_since(c), c.name))
