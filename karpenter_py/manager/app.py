@@ -18,6 +18,7 @@ from karpenter_py.aio.clock import Clock, RealClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.cloudprovider.protocol import CloudProvider
 from karpenter_py.controllers.nodeclaim.consistency import NodeClaimConsistency
+from karpenter_py.controllers.nodeclaim.disruption import NodeClaimDisruption
 from karpenter_py.controllers.nodeclaim.expiration import NodeClaimExpiration
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
@@ -190,6 +191,10 @@ class App:
         self.expiration = NodeClaimExpiration(
             client, cluster, cloud, rec, clock=clock, metrics=metrics
         )
+        # Consolidatable and Drifted conditions, which disruption reads.
+        self.nodeclaim_disruption = NodeClaimDisruption(
+            client, cluster, cloud, rec, clock=clock, metrics=metrics
+        )
         self.readiness = NodePoolReadiness(client, cluster, clock=clock, metrics=metrics)
         self.counter = NodePoolCounter(client, cluster, clock=clock, metrics=metrics)
         self.podevents = NodeClaimPodEvents(client, cluster, clock=clock, metrics=metrics)
@@ -229,6 +234,10 @@ class App:
                     CallbackSink(on_upsert=self.nodeclaim_termination.on_nodeclaim),
                     CallbackSink(on_upsert=self.expiration.on_nodeclaim),
                     CallbackSink(
+                        on_upsert=self.nodeclaim_disruption.on_nodeclaim,
+                        on_delete=self.nodeclaim_disruption.on_nodeclaim_deleted,
+                    ),
+                    CallbackSink(
                         on_upsert=self.consistency.on_nodeclaim,
                         on_delete=self.consistency.on_nodeclaim_deleted,
                     ),
@@ -261,6 +270,7 @@ class App:
                     NodePoolSink(c),
                     CallbackSink(on_upsert=self.counter.on_nodepool),
                     CallbackSink(on_upsert=self.readiness.on_nodepool),
+                    CallbackSink(on_upsert=self.nodeclaim_disruption.on_nodepool),
                 ],
             ),
             self._reflector(DAEMONSETS, "daemonsets", [DaemonSetSink(c)]),
@@ -323,6 +333,7 @@ class App:
             tg.create_task(self.counter.run())
             tg.create_task(self.readiness.run())
             tg.create_task(self.expiration.run())
+            tg.create_task(self.nodeclaim_disruption.run())
             tg.create_task(self.podevents.run())
             tg.create_task(self.consistency.run())
 
