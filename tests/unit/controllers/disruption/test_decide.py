@@ -1,0 +1,330 @@
+"""The disruption decision core on small clusters of kwok types: which command, and why not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from karpenter_py.controllers.disruption.decide import (
+    Facts,
+    evaluate,
+    hourly_price,
+    next_command,
+    revalidate,
+    validate,
+)
+from karpenter_py.controllers.disruption.types import Command, Method
+from karpenter_py.model.catalog import kwok_catalog
+from karpenter_py.model.core import LabelSelector
+from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.pdb import PodDisruptionBudget
+from tests.factories import (
+    KWOK_NODECLASS_KEY,
+    T0,
+    node,
+    node_labels,
+    nodeclaim,
+    nodepool,
+    pod,
+)
+
+NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
+TYPES = kwok_catalog()
+PRICES = {(t.name, o.zone, o.capacity_type): o.price for t in TYPES for o in t.offerings}
+OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+LINUX = [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]
+CONSOLIDATABLE = [
+    {"type": t, "status": "True", "lastTransitionTime": T0, "reason": t}
+    for t in ("Launched", "Registered", "Initialized", "Consolidatable")
+]
+C4 = "c-4x-amd64-linux"
+C4_ALLOC = {"cpu": "3900m", "memory": "7Gi", "pods": "110"}
+
+
+def build(
+    nodes: list[tuple[str, str, list[str]]],
+    *,
+    disruption: dict[str, Any] | None = None,
+    requirements: list[dict[str, Any]] | None = None,
+    capacity_type: str = "on-demand",
+    conditions: list[dict[str, Any]] | None = None,
+    pod_annotations: dict[str, dict[str, str]] | None = None,
+    tgp: str | None = None,
+) -> Cluster:
+    """Nodes of pool "default" as (name, instance type, [pod cpu requests])."""
+    c = Cluster()
+    c.upsert_nodepool(
+        nodepool(
+            requirements=requirements if requirements is not None else [*LINUX, *OD],
+            disruption=disruption or {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]},
+        )
+    )
+    c.upsert_nodeclass(KWOK_NODECLASS_KEY, True)
+    for name, it, cpus in nodes:
+        labels = node_labels("default", it, capacity_type=capacity_type)
+        c.upsert_node(node(name, labels=labels, allocatable=C4_ALLOC))
+        c.upsert_nodeclaim(
+            nodeclaim(
+                f"nc-{name}",
+                node_name=name,
+                conditions=conditions or CONSOLIDATABLE,
+                termination_grace_period=tgp,
+            )
+        )
+        for i, cpu in enumerate(cpus):
+            pname = f"{name}-p{i}"
+            c.upsert_pod(
+                pod(
+                    pname,
+                    node_name=name,
+                    cpu=cpu,
+                    memory="256Mi",
+                    annotations=(pod_annotations or {}).get(pname),
+                )
+            )
+    return c
+
+
+def facts(c: Cluster, **kw: Any) -> Facts:
+    return Facts(snapshot=c.snapshot(NOW), instance_types={"default": TYPES}, now=NOW, **kw)
+
+
+def shape(cmd: Command) -> tuple[str, list[str], list[str], float]:
+    return (
+        cmd.method.value,
+        [x.name for x in cmd.candidates],
+        [r.instance_type.name for r in cmd.replacements],
+        round(cmd.savings, 4),
+    )
+
+
+def price(it: str, ct: str = "on-demand") -> float:
+    return PRICES[(it, "test-zone-a", ct)]
+
+
+# --------------------------------------------------------------------------------- methods
+@pytest.mark.parametrize(
+    ("nodes", "want"),
+    [
+        # An empty node goes first, alone, whatever else could consolidate.
+        ([("a", C4, []), ("b", C4, ["1"])], ("emptiness", ["a"], [], round(price(C4), 4))),
+        # One underused node: replaced by the cheapest type that holds its pod.
+        (
+            [("a", C4, ["1"])],
+            (
+                "single-node-consolidation",
+                ["a"],
+                ["c-2x-amd64-linux"],
+                round(price(C4) - price("c-2x-amd64-linux"), 4),
+            ),
+        ),
+        # Two underused nodes: both go for one node of another type at the same price
+        # (another type, so no same-type swap), saving one node.
+        (
+            [("a", C4, ["1"]), ("b", C4, ["1"])],
+            ("multi-node-consolidation", ["a", "b"], ["c-4x-arm64-linux"], round(price(C4), 4)),
+        ),
+    ],
+)
+def test_the_first_method_that_acts(nodes: Any, want: Any) -> None:
+    decision = next_command(facts(build(nodes)))
+    (cmd,) = decision.commands
+    assert shape(cmd) == want
+
+
+def test_extended_search_beats_the_prefix_search() -> None:
+    """Three nodes at 1.5/3.9 cpu: upstream's longest prefix is 3 -> 1 c-8x; the greedy search
+    finds 2 -> 1 c-2x, leaving the third node to hold a pod: cheaper in sum."""
+    c = build([("a", C4, ["1.5"]), ("b", C4, ["1.5"]), ("c", C4, ["1.5"])])
+    up = evaluate(facts(c, search="upstream"))
+    ours = evaluate(facts(c, search="extended"))
+    assert [shape(x) for x in up.commands] == [
+        (
+            "multi-node-consolidation",
+            ["a", "b", "c"],
+            ["c-8x-amd64-linux"],
+            round(3 * price(C4) - price("c-8x-amd64-linux"), 4),
+        )
+    ]
+    assert [shape(x) for x in ours.commands] == [
+        (
+            "multi-node-consolidation",
+            ["a", "b"],
+            ["c-2x-amd64-linux"],
+            round(2 * price(C4) - price("c-2x-amd64-linux"), 4),
+        )
+    ]
+    assert ours.unchanged == {
+        "c": f"no cheaper replacement: cheapest option {C4} at ${price(C4):.4f}/h >= current "
+        f"${price(C4):.4f}/h"
+    }
+    assert sum(x.savings for x in ours.commands) > sum(x.savings for x in up.commands)
+
+
+# --------------------------------------------------------------------------------- reasons
+@pytest.mark.parametrize(
+    ("kwargs", "nodes", "reason"),
+    [
+        (
+            {"pod_annotations": {"a-p0": {"karpenter.sh/do-not-disrupt": "true"}}},
+            [("a", C4, ["1"])],
+            'pod default/a-p0 has annotation karpenter.sh/do-not-disrupt: "true"',
+        ),
+        (
+            {"disruption": {"consolidateAfter": "Never"}},
+            [("a", C4, ["1"])],
+            "NodePool 'default' has consolidateAfter: Never (consolidation is off)",
+        ),
+        (
+            {"disruption": {"consolidateAfter": "0s", "consolidationPolicy": "WhenEmpty"}},
+            [("a", C4, ["1"])],
+            "NodePool 'default' has consolidationPolicy WhenEmpty and the node is not empty "
+            "(1 pod to move)",
+        ),
+        (
+            {"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "0"}]}},
+            [("a", C4, ["1"])],
+            "budget 0 for Underutilized",
+        ),
+        (
+            {"capacity_type": "spot", "requirements": LINUX},
+            [("a", C4, ["1"])],
+            "spot-to-spot consolidation is disabled (feature gate SpotToSpotConsolidation)",
+        ),
+        (
+            {},
+            [("a", "c-1x-amd64-linux", ["500m"])],
+            "no cheaper replacement: cheapest option c-1x-amd64-linux at "
+            f"${price('c-1x-amd64-linux'):.4f}/h >= current ${price('c-1x-amd64-linux'):.4f}/h",
+        ),
+    ],
+)
+def test_every_node_left_alone_has_a_reason(kwargs: Any, nodes: Any, reason: str) -> None:
+    decision = next_command(facts(build(nodes, **kwargs)))
+    assert decision.commands == ()
+    assert {k: v.split(" (")[0] if "budget" in v else v for k, v in decision.unchanged.items()} == {
+        "a": reason.split(" (")[0] if "budget" in reason else reason
+    }
+
+
+def test_a_pdb_with_no_allowance_blocks() -> None:
+    c = build([("a", C4, ["1"])])
+    c.upsert_pdb(PodDisruptionBudget("default", "web", LabelSelector(), 0))
+    decision = next_command(facts(c))
+    assert decision.unchanged == {
+        "a": "PDB default/web allows 0 disruptions (it covers pod default/a-p0)"
+    }
+
+
+def test_spot_to_spot_with_the_gate_needs_fifteen_cheaper_types() -> None:
+    c = build([("a", C4, ["1"])], capacity_type="spot", requirements=LINUX)
+    decision = next_command(facts(c, spot_to_spot=True))
+    assert decision.commands == ()
+    assert decision.unchanged["a"].startswith("only ")
+    assert decision.unchanged["a"].endswith(
+        "cheaper spot types (15 needed for spot-to-spot consolidation)"
+    )
+
+
+def test_on_demand_candidates_get_a_spot_pinned_replacement() -> None:
+    c = build([("a", C4, ["1"])], requirements=LINUX)  # the pool allows spot and on-demand
+    (cmd,) = next_command(facts(c)).commands
+    (rep,) = cmd.replacements
+    assert rep.offering.capacity_type == "spot"
+    ct = {r.key: r.values for r in rep.requirements}["karpenter.sh/capacity-type"]
+    assert tuple(ct) == ("spot",)
+
+
+# --------------------------------------------------------------------------------- drift
+def drifted(tgp: str | None = None) -> list[dict[str, Any]]:
+    return [
+        *CONSOLIDATABLE,
+        {
+            "type": "Drifted",
+            "status": "True",
+            "lastTransitionTime": T0,
+            "reason": "NodePoolDrifted",
+        },
+    ]
+
+
+def test_drift_replaces_one_node_even_at_the_same_price() -> None:
+    c = build([("a", C4, ["3"])], conditions=drifted(), disruption={"consolidateAfter": "Never"})
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd) == ("drift", ["a"], [C4], 0.0)
+
+
+def test_drift_with_termination_grace_period_ignores_pod_blocks() -> None:
+    kw: dict[str, Any] = {
+        "conditions": drifted(),
+        "pod_annotations": {"a-p0": {"karpenter.sh/do-not-disrupt": "true"}},
+    }
+    blocked = next_command(facts(build([("a", C4, ["3"])], **kw)))
+    assert blocked.commands == ()
+    (cmd,) = next_command(facts(build([("a", C4, ["3"])], tgp="1h", **kw))).commands
+    assert cmd.method is Method.DRIFT
+
+
+# --------------------------------------------------------------------------------- validation
+def test_revalidation_accepts_an_unchanged_cluster_and_rejects_a_changed_candidate() -> None:
+    c = build([("a", C4, ["1"]), ("b", C4, ["1"])])
+    (cmd,) = next_command(facts(c)).commands
+    assert validate(cmd, facts(c)) is None
+    c.upsert_pod(pod("late", node_name="a", cpu="3", memory="256Mi"))
+    why = validate(cmd, facts(c))
+    assert why is not None
+    assert why.startswith("re-simulation: ")
+
+
+def test_emptiness_revalidation_keeps_the_still_empty_subset() -> None:
+    c = build([("a", C4, []), ("b", C4, []), ("x", C4, ["3"])])
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd)[:2] == ("emptiness", ["a", "b"])
+    c.upsert_pod(pod("late", node_name="b", cpu="1", memory="256Mi"))
+    again, why = revalidate(cmd, facts(c))
+    assert again is not None
+    assert why == ""
+    assert [x.name for x in again.candidates] == ["a"]
+
+
+# --------------------------------------------------------------------------------- evaluate
+def test_evaluate_names_every_node_once() -> None:
+    c = build(
+        [("a", C4, []), ("b", C4, ["1"]), ("c", C4, ["1"]), ("d", C4, ["3.5"])],
+        pod_annotations={"d-p0": {"karpenter.sh/do-not-disrupt": "true"}},
+    )
+    d = evaluate(facts(c))
+    named = [x.name for cmd in d.commands for x in cmd.candidates] + list(d.unchanged)
+    assert sorted(named) == ["a", "b", "c", "d"]
+    assert d.commands[0].method is Method.EMPTINESS
+
+
+def test_evaluate_spends_budgets_across_commands() -> None:
+    c = build(
+        [("a", C4, []), ("b", C4, []), ("c", C4, ["1"])],
+        disruption={"consolidateAfter": "0s", "budgets": [{"nodes": "1"}]},
+    )
+    d = evaluate(facts(c))
+    assert [shape(x)[:2] for x in d.commands] == [("emptiness", ["a"])]
+    assert set(d.unchanged) == {"b", "c"}
+    assert d.unchanged["b"].startswith("budget 1 for Empty")
+
+
+def test_hourly_price_reads_the_offering_of_the_node() -> None:
+    c = build([("a", C4, [])])
+    (sn,) = c.snapshot(NOW).nodes
+    assert hourly_price(sn, {"default": TYPES}) == price(C4)
+    assert hourly_price(replace(sn, node=None), {}) == 0.0
+
+
+def test_with_one_type_the_pair_cannot_swap_and_one_node_is_deleted() -> None:
+    only = [*OD, {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [C4]}]
+    c = build([("a", C4, ["1"]), ("b", C4, ["1"])], requirements=only)
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd) == ("single-node-consolidation", ["a"], [], round(price(C4), 4))
+    assert [(p.node_name, [x.key for x in p.pods]) for p in cmd.placements] == [
+        ("b", ["default/a-p0"])
+    ]
