@@ -13,6 +13,19 @@ NodePool like upstream's perf pool (linux, on-demand, under 32 vCPU, kwok catalo
 * ``rss_p95_mb`` / ``cpu_avg_cores``: the controller process, sampled from /proc every 0.5 s.
 
     python benchmarks/e2e.py --out benchmarks/results/e2e.json [--pods-per-deployment 500]
+
+``--scale-in``: upstream's Basic scale-in. After the scale-out above (every pod Running), both
+Deployments go down to ``--scale-in-pods-per-deployment`` (default 350: 700 pods in all), and every
+few seconds the cluster's hourly cost is summed: each Node of the NodePool priced at its
+instance type, zone and capacity type (the labels the kwok provider gives it) in the catalog the
+controller uses (``INSTANCE_TYPES_FILE_PATH`` or the built-in kwok one), plus each NodeClaim
+without a Node yet (its own labels, else the cheapest offering its requirements allow). The
+target is what ``karpenter-py plan`` prices a fresh cluster for the remaining pods (the plan code
+run in-process on the same NodePool, Deployments and catalog). Consolidated = cost within 10 % of
+that target with every remaining pod Running; the run gives up after ``--scale-in-limit`` (300 s).
+RSS and CPU are those of the scale-in phase.
+
+    python benchmarks/e2e.py --scale-in --out benchmarks/results/e2e-scale-in.json
 """
 
 from __future__ import annotations
@@ -29,15 +42,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from karpenter_py.cli.manifests import load_manifests
+from karpenter_py.cli.plan import solve_input as plan_solve_input
+from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.config import load_config
 from karpenter_py.kube.errors import AlreadyExistsError
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
+from karpenter_py.manager.app import kwok_instance_types
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_TOPOLOGY_ZONE,
+)
+from karpenter_py.scheduling.scheduler import solve
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "hack"))
@@ -206,6 +232,195 @@ async def measure(
     }
 
 
+# ----------------------------------------------------------------------------- --scale-in
+KWOKNODECLASS = {
+    "apiVersion": "karpenter.kwok.sh/v1alpha1",
+    "kind": "KWOKNodeClass",
+    "metadata": {"name": "default"},
+}
+DEPLOYMENTS_SHAPES = (("small", "900m", "3100Mi"), ("large", "3500m", "28Gi"))
+PriceKey = tuple[str, str, str]  # instance type, zone, capacity type
+
+
+def controller_catalog() -> list[InstanceType]:
+    """The instance types the controller subprocess loads (same environment variable)."""
+    return kwok_instance_types(os.environ.get("INSTANCE_TYPES_FILE_PATH", ""))
+
+
+def plan_price(replicas: int, catalog: Sequence[InstanceType]) -> tuple[float, int]:
+    """What ``karpenter-py plan`` prices a fresh cluster for the Deployments at ``replicas``
+    each, on the benchmark's NodePool: (hourly cost, NodeClaims)."""
+    docs = [
+        nodepool(),
+        KWOKNODECLASS,
+        *(deployment(name, replicas, cpu, mem) for name, cpu, mem in DEPLOYMENTS_SHAPES),
+    ]
+    with tempfile.TemporaryDirectory(prefix="karpy-plan-") as tmp:
+        path = Path(tmp) / "cluster.yaml"
+        path.write_text(yaml.safe_dump_all(docs))
+        manifests = load_manifests([str(path)])
+    plan = solve(plan_solve_input(manifests, catalog), namespace_labels=manifests.namespace_labels)
+    if plan.errors:
+        raise RuntimeError(f"plan left {len(plan.errors)} pods unschedulable: {plan.errors[0]}")
+    return plan.hourly_cost, len(plan.new_node_claims)
+
+
+def price_table(catalog: Sequence[InstanceType]) -> dict[PriceKey, float]:
+    return {(it.name, o.zone, o.capacity_type): o.price for it in catalog for o in it.offerings}
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _claim_estimate(claim: Mapping[str, Any], prices: Mapping[PriceKey, float]) -> float | None:
+    """A NodeClaim not launched yet: the cheapest offering its requirements allow (what the kwok
+    provider will pick), or None when it names nothing priceable."""
+    allowed: dict[str, set[str]] = {}
+    for req in (claim.get("spec") or {}).get("requirements") or []:
+        if req.get("operator") == "In":
+            allowed[req["key"]] = set(req.get("values") or [])
+    types = allowed.get(LABEL_INSTANCE_TYPE)
+    zones = allowed.get(LABEL_TOPOLOGY_ZONE)
+    capacity_types = allowed.get(LABEL_CAPACITY_TYPE)
+    candidates = [
+        price
+        for (name, zone, ct), price in prices.items()
+        if (types is None or name in types)
+        and (zones is None or zone in zones)
+        and (capacity_types is None or ct in capacity_types)
+    ]
+    return min(candidates) if candidates and types is not None else None
+
+
+def _labelled_price(labels: Mapping[str, str], prices: Mapping[PriceKey, float]) -> float | None:
+    key = (
+        labels.get(LABEL_INSTANCE_TYPE, ""),
+        labels.get(LABEL_TOPOLOGY_ZONE, ""),
+        labels.get(LABEL_CAPACITY_TYPE, ""),
+    )
+    return prices.get(key)
+
+
+async def cluster_cost(client: KubeClient, prices: Mapping[PriceKey, float]) -> dict[str, Any]:
+    """The NodePool's hourly cost now: its Nodes, plus the NodeClaims that have no Node yet."""
+    nodes = (await client.list(NODES, label_selector=LABEL_NODEPOOL)).items
+    claims = (await client.list(NODECLAIMS)).items
+    hourly = 0.0
+    unpriced = 0
+    node_names = set()
+    for node in nodes:
+        labels = _labels(node)
+        if labels.get(KWOK_NODE_LABEL) != "fake":
+            continue
+        node_names.add(node["metadata"]["name"])
+        price = _labelled_price(labels, prices)
+        if price is None:
+            unpriced += 1
+        else:
+            hourly += price
+    in_flight = 0
+    for claim in claims:
+        name = claim["metadata"]["name"]
+        if name in node_names or (claim.get("status") or {}).get("nodeName") in node_names:
+            continue
+        in_flight += 1
+        price = _labelled_price(_labels(claim), prices)
+        if price is None:
+            price = _claim_estimate(claim, prices)
+        if price is None:
+            unpriced += 1
+        else:
+            hourly += price
+    return {
+        "hourly": hourly,
+        "nodes": len(node_names),
+        "in_flight": in_flight,
+        "unpriced": unpriced,
+    }
+
+
+async def _running(client: KubeClient) -> tuple[int, int]:
+    pods = (await client.list(PODS, namespace="default")).items
+    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    running = sum(1 for p in live if (p.get("status") or {}).get("phase") == "Running")
+    return running, len(live)
+
+
+async def _sample_forever(sampler: ProcSampler, every: float = 0.5) -> None:
+    while True:
+        sampler.sample()
+        await asyncio.sleep(every)
+
+
+async def scale_in(
+    client: KubeClient,
+    pid: int,
+    replicas: int,
+    *,
+    limit: float,
+    every: float,
+    tolerance: float = 0.10,
+) -> dict[str, Any]:
+    catalog = controller_catalog()
+    prices = price_table(catalog)
+    target, target_claims = plan_price(replicas, catalog)
+    total = replicas * len(DEPLOYMENTS_SHAPES)
+    before = await cluster_cost(client, prices)
+    sampler = ProcSampler(pid)
+    sampling = asyncio.create_task(_sample_forever(sampler))
+    start = time.monotonic()
+    try:
+        for name, _, _ in DEPLOYMENTS_SHAPES:
+            await client.patch(
+                DEPLOYMENTS, name, {"spec": {"replicas": replicas}}, namespace="default"
+            )
+        series: list[list[float]] = []
+        consolidated_at: float | None = None
+        cost: dict[str, Any] = before
+        running = live = 0
+        while True:
+            now = time.monotonic() - start
+            cost = await cluster_cost(client, prices)
+            running, live = await _running(client)
+            series.append([round(now, 1), round(cost["hourly"], 4)])
+            print(
+                f"[scale-in] t={now:6.1f}s ${cost['hourly']:.3f}/h (plan ${target:.3f}/h) "
+                f"nodes={cost['nodes']} in-flight={cost['in_flight']} running={running}/{live}",
+                file=sys.stderr,
+                flush=True,
+            )
+            settled = running == total and live == total and cost["unpriced"] == 0
+            if settled and cost["hourly"] <= target * (1 + tolerance):
+                consolidated_at = now
+                break
+            if now >= limit:
+                break
+            await asyncio.sleep(every)
+        until = time.monotonic()
+    finally:
+        sampling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampling
+    return {
+        "pods": total,
+        "seconds_to_consolidated": None if consolidated_at is None else round(consolidated_at, 1),
+        "cost_ratio_to_plan": round(cost["hourly"] / target, 3) if target else None,
+        "cost_over_time": series,
+        "rss_p95_mb": round(sampler.p95_rss(), 1),
+        "cpu_avg_cores": round(sampler.avg_cores(start, until), 3),
+        "plan_hourly": round(target, 4),
+        "plan_nodeclaims": target_claims,
+        "hourly_before": round(before["hourly"], 4),
+        "hourly_after": round(cost["hourly"], 4),
+        "nodes_before": before["nodes"],
+        "nodes_after": cost["nodes"],
+        "pods_running_after": running,
+        "limit_seconds": limit,
+        "tolerance": tolerance,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -254,6 +469,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 args.pods_per_deployment,
                 args.timeout,
             )
+            if args.scale_in:
+                if result["seconds_to_running"] is None:
+                    raise RuntimeError(f"scale-out did not finish: {result}")
+                scale_out = result
+                result = await scale_in(
+                    client,
+                    proc.pid,
+                    args.scale_in_pods_per_deployment,
+                    limit=args.scale_in_limit,
+                    every=args.scale_in_every,
+                )
+                result["scale_out"] = scale_out
             result["controller_log"] = str(state / "controller.log")
             return result
     finally:
@@ -276,12 +503,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep", action="store_true", help="keep the cluster state dir and controller log"
     )
+    parser.add_argument(
+        "--scale-in",
+        action="store_true",
+        help="after the scale-out, scale in and time consolidation",
+    )
+    parser.add_argument("--scale-in-pods-per-deployment", type=int, default=350)
+    parser.add_argument(
+        "--scale-in-limit", type=float, default=300.0, help="give up consolidating after this"
+    )
+    parser.add_argument("--scale-in-every", type=float, default=3.0, help="cost sampling period")
     args = parser.parse_args(argv)
+    if args.scale_in and args.scale_in_pods_per_deployment > args.pods_per_deployment:
+        parser.error("--scale-in-pods-per-deployment must not exceed --pods-per-deployment")
     result = asyncio.run(run(args))
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
+    if args.scale_in:
+        return 0 if result["seconds_to_consolidated"] is not None else 1
     return 0 if result["seconds_to_running"] is not None else 1
 
 
