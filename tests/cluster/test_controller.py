@@ -195,6 +195,11 @@ async def test_pending_deployment_becomes_running_on_the_nodes_plan_predicts(
                 ).items
                 # Every claim launched, registered and initialized; one node each, no orphans.
                 assert claims
+                # Read back from the API: the solver's annotation is written as decided.
+                assert {
+                    nc["metadata"]["annotations"]["karpenter.sh/nodeclaim-min-values-relaxed"]
+                    for nc in claims
+                } == {"false"}
                 assert all(
                     any(
                         c["type"] == "Ready" and c["status"] == "True"
