@@ -434,6 +434,20 @@ class IndexCache:
         ] = {}
         self.hits = 0
         self.misses = 0
+        # id(labels) -> (labels, their requirements): existing nodes' labels keep their identity
+        # across the simulations of a disruption pass, and parsing them was half of each solve.
+        self._labels: dict[int, tuple[Mapping[str, str], Requirements]] = {}
+
+    def node_requirements(self, labels: Mapping[str, str]) -> Requirements:
+        """``Requirements.from_labels(labels)``, memoised by the mapping's identity."""
+        held = self._labels.get(id(labels))
+        if held is not None and held[0] is labels:
+            return held[1]
+        reqs = Requirements.from_labels(labels)
+        if len(self._labels) >= 50_000:
+            self._labels.clear()
+        self._labels[id(labels)] = (labels, reqs)
+        return reqs
 
     def get(
         self, pool: PoolTemplate, instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod]

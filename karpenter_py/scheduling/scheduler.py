@@ -93,6 +93,9 @@ class _Solver:
         self.prefer_no_schedule = any(
             t.effect == "PreferNoSchedule" for p in self.pools for t in p.taints
         )
+        self.node_requirements = (
+            cache.node_requirements if cache is not None else Requirements.from_labels
+        )
         self.slots, placed = self._existing_slots(inp.existing)
         self.topology = Topology(
             universe=self._universe(), placed=placed, namespace_labels=namespace_labels
@@ -115,9 +118,10 @@ class _Solver:
             if ex.marked_for_deletion or ex.node.deletion_timestamp:
                 continue
             node = ex.node
-            labels = dict(node.labels)
-            labels.setdefault(LABEL_HOSTNAME, node.name)
-            reqs = Requirements.from_labels(labels)
+            labels = node.labels
+            if LABEL_HOSTNAME not in labels:
+                labels = {**labels, LABEL_HOSTNAME: node.name}
+            reqs = self.node_requirements(labels)
             taints = node.taints
             if node.unschedulable and not any(t.key == TAINT_NODE_UNSCHEDULABLE for t in taints):
                 # A cordoned node: the node controller taints it so, and kube-scheduler honours it.
@@ -162,8 +166,10 @@ class _Solver:
                         universe.setdefault(key, {}).setdefault(value, []).append(source)
         for slot in self.slots:
             source = DomainSource(slot.requirements, slot.taints)
-            for key, value in slot.requirements.single_values().items():
-                universe.setdefault(key, {}).setdefault(value, []).append(source)
+            for key, req in slot.requirements.items():
+                single = req.single()
+                if single is not None:
+                    universe.setdefault(key, {}).setdefault(single, []).append(source)
         return universe
 
     def _register(self, st: PodState) -> None:
