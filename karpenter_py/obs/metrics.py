@@ -254,6 +254,49 @@ class Metrics:
             ("resource_type", "nodepool"),
         )
 
+        # ---- voluntary disruption (upstream's pkg/controllers/disruption/metrics.go names)
+        self.nodepools_allowed_disruptions = gauge(
+            f"{k}_nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a "
+            "point in time. Labeled by NodePool and disruption reason.",
+            ("nodepool", "reason"),
+        )
+        self.voluntary_disruption_decisions = counter(
+            f"{k}_voluntary_disruption_decisions_total",
+            "Number of disruption decisions performed. Labeled by disruption decision, reason, "
+            "and consolidation type.",
+            ("decision", "reason", "consolidation_type"),
+        )
+        self.voluntary_disruption_eligible_nodes = gauge(
+            f"{k}_voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
+            ("reason",),
+        )
+        self.voluntary_disruption_decision_evaluation_duration = histogram(
+            f"{k}_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of the disruption decision evaluation process in seconds. Labeled by "
+            "method and consolidation type.",
+            ("method", "consolidation_type"),
+        )
+        self.voluntary_disruption_consolidation_timeouts = counter(
+            f"{k}_voluntary_disruption_consolidation_timeouts_total",
+            "Number of times the Consolidation algorithm has reached a timeout. Labeled by "
+            "consolidation type.",
+            ("consolidation_type",),
+        )
+        self.voluntary_disruption_failed_validations = counter(
+            f"{k}_voluntary_disruption_failed_validations_total",
+            "Number of candidates that were selected for disruption but failed validation. "
+            "Labeled by consolidation type.",
+            ("consolidation_type",),
+        )
+        self.voluntary_disruption_queue_failures = counter(
+            f"{k}_voluntary_disruption_queue_failures_total",
+            "The number of times that an enqueued disruption decision failed. Labeled by "
+            "disruption method.",
+            ("decision", "reason", "consolidation_type"),
+        )
+
         # ---- scheduler
         self.scheduler_scheduling_duration = histogram(
             f"{k}_scheduler_scheduling_duration_seconds",

@@ -1,0 +1,417 @@
+"""The disruption controller: one leader-only loop that finds a command and hands it to the queue.
+
+Each pass, once the cluster state is synced (every 10 s while idle, at once again after a command
+was started):
+
+a. hygiene: ``karpenter.sh/disrupted:NoSchedule`` taints and ``DisruptionReason`` conditions on
+   managed nodes that are neither queued nor marked for deletion nor being deleted are removed.
+   This is how a restart at any step of a command is recovered: the next leader untaints the
+   candidates; a replacement that was already created stays as ordinary capacity;
+b. budget signals: ``karpenter_nodepools_allowed_disruptions{nodepool,reason}`` and, for pools
+   with nodes whose budget allows 0, a ``DisruptionBlocked`` event (1 min dedupe);
+c. the decision (``decide.next_command``) on a snapshot, each pool's instance types (the shared
+   ``RoundRunner``) and the shared index cache; it runs in a worker thread so watches and the
+   Lease keep flowing during a long consolidation search. Nodes left alone get an
+   ``Unconsolidatable`` event with the reason (15 min dedupe). Skipped while the cluster state is
+   unchanged since the last pass that found nothing, with a forced pass every 5 min;
+d. consolidation and emptiness commands wait 15 s and are re-validated on fresh facts
+   (``decide.revalidate``; emptiness may shrink to the still-empty subset); a rejection publishes
+   ``ConsolidationRejected`` and counts ``karpenter_voluntary_disruption_failed_validations_total``;
+e. the command goes to the :class:`~karpenter_py.controllers.disruption.queue.OrchestrationQueue`.
+
+The last decision is kept (``last_decision``; ``report()`` gives it as JSON-ready data) and logged,
+so "why is this node still here?" has an answer on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final
+
+from karpenter_py.aio.clock import Clock
+from karpenter_py.controllers.disruption import events
+from karpenter_py.controllers.disruption.budgets import (
+    budget_mapping,
+    explain_budget,
+    pool_usage,
+)
+from karpenter_py.controllers.disruption.decide import (
+    COMMAND_VALIDATION_DELAY,
+    Facts,
+    needs_validation,
+    next_command,
+    revalidate,
+)
+from karpenter_py.controllers.disruption.queue import (
+    OrchestrationQueue,
+    set_disrupted_taint,
+    set_disruption_reason,
+)
+from karpenter_py.controllers.disruption.types import Command, Decision, Method, Reason
+from karpenter_py.kube.client import KubeClient
+from karpenter_py.kube.events import WARNING, EventRecorder, object_ref
+from karpenter_py.launcher.round import RoundRunner
+from karpenter_py.model.api.nodeclaim import CONDITION_DISRUPTION_REASON
+from karpenter_py.model.api.nodepool import API_VERSION as NODEPOOL_API_VERSION
+from karpenter_py.model.api.nodepool import KIND as NODEPOOL_KIND
+from karpenter_py.model.core import EFFECT_NO_SCHEDULE
+from karpenter_py.model.labels import TAINT_DISRUPTED_KEY
+from karpenter_py.obs.metrics import Metrics
+from karpenter_py.scheduling.inputs import SolveOptions
+from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.snapshot import Snapshot
+from karpenter_py.state.statenode import StateNode
+
+log = logging.getLogger("karpenter.disruption")
+
+PERIOD: Final = 10.0
+RECHECK_AFTER: Final = 300.0  # forced pass when nothing changed (upstream: 5 min)
+BLOCKED_DEDUPE: Final = 60.0
+UNCONSOLIDATABLE_DEDUPE: Final = 900.0
+SETTLE: Final = 1.0  # after hygiene wrote something, let the watches catch up before deciding
+
+METHOD_REASON_LABEL: Final[dict[Method, str]] = {
+    Method.EMPTINESS: "empty",
+    Method.DRIFT: "drifted",
+    Method.MULTI_NODE: "underutilized",
+    Method.SINGLE_NODE: "underutilized",
+}
+
+Decide = Callable[[Facts], Decision]
+
+
+class Disruption:
+    name = "disruption"
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        cluster: Cluster,
+        rounds: RoundRunner,
+        recorder: EventRecorder,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        options: SolveOptions | None = None,
+        spot_to_spot: bool = False,
+        period: float = PERIOD,
+        validation_delay: float = COMMAND_VALIDATION_DELAY,
+        recheck_after: float = RECHECK_AFTER,
+        poll_interval: float = 1.0,
+        queue: OrchestrationQueue | None = None,
+        offload: bool = True,
+        decide: Decide = next_command,
+    ) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.rounds = rounds
+        self.recorder = recorder
+        self.clock = clock
+        self.metrics = metrics
+        self.options = options or SolveOptions()
+        self.spot_to_spot = spot_to_spot
+        self.period = period
+        self.validation_delay = validation_delay
+        self.recheck_after = recheck_after
+        self.offload = offload
+        self.decide = decide
+        self.queue = (
+            queue
+            if queue is not None
+            else OrchestrationQueue(
+                client=client,
+                cluster=cluster,
+                rounds=rounds,
+                recorder=recorder,
+                clock=clock,
+                metrics=metrics,
+                poll_interval=poll_interval,
+            )
+        )
+        self.last_decision: Decision | None = None
+        self.last_decided_at: datetime | None = None
+        self.last_rejection: str = ""
+        self.passes = 0
+        self.skipped = 0
+        self._noop_generation: int | None = None
+        self._noop_at = 0.0
+        self._blocked_seen: dict[tuple[str, str], float] = {}
+        self._unconsolidatable_seen: dict[tuple[str, str], float] = {}
+        self._gauge_pools: set[tuple[str, str]] = set()
+
+    # ------------------------------------------------------------------ loop
+    async def run(self) -> None:
+        """Disrupt forever; owned by the manager's leader-gated TaskGroup."""
+        await self.wait_synced()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.queue.run())
+            await self.queue.wait_running()
+            while True:
+                try:
+                    started = await self.reconcile()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("disruption pass failed; retrying after the period")
+                    started = False
+                if started:
+                    await asyncio.sleep(0)  # a checkpoint, then straight into the next pass
+                else:
+                    await self.clock.sleep(self.period)
+
+    async def wait_synced(self) -> None:
+        """Hold every decision until each informer has listed once (architecture rule). Cluster
+        mutators are sync and signal nothing, hence a poll of the loop (not the injected clock)."""
+        while True:
+            if self.cluster.synced():
+                return
+            await asyncio.sleep(0.1)
+
+    async def reconcile(self) -> bool:
+        """One pass; True when a command was handed to the queue."""
+        self.passes += 1
+        snapshot = self.cluster.snapshot(self.clock.now())
+        if await self.cleanup_strays(snapshot):
+            await self.clock.sleep(SETTLE)
+            snapshot = self.cluster.snapshot(self.clock.now())
+        self.budget_signals(snapshot)
+        generation = self.cluster.generation
+        if self._unchanged_since_noop(generation):
+            self.skipped += 1
+            return False
+        facts = await self.facts(snapshot)
+        decision = await self._decide(facts)
+        self.last_decision = decision
+        self.last_decided_at = facts.now
+        self._observe(decision)
+        self.unconsolidatable(decision, snapshot)
+        if not decision.commands:
+            self._noop_generation = generation
+            self._noop_at = self.clock.monotonic()
+            log.debug("disruption pass found nothing", extra={"decision": self.report()})
+            return False
+        self._noop_generation = None
+        command = decision.commands[0]
+        log.info("disruption command found", extra={"command": command_report(command)})
+        if needs_validation(command):
+            validated = await self.validate(command)
+            if validated is None:
+                return False
+            command = validated
+        self.queue.add(command)
+        return True
+
+    def _unchanged_since_noop(self, generation: int) -> bool:
+        if self._noop_generation is None or generation != self._noop_generation:
+            return False
+        return self.clock.monotonic() - self._noop_at < self.recheck_after
+
+    async def facts(self, snapshot: Snapshot) -> Facts:
+        types = await self.rounds.instance_types(snapshot)
+        return Facts(
+            snapshot=snapshot,
+            instance_types=types,
+            now=snapshot.now,
+            options=self.options,
+            spot_to_spot=self.spot_to_spot,
+            queued=self.queue.queued_nodes(),
+            indexes=self.rounds.indexes,
+        )
+
+    async def _decide(self, facts: Facts) -> Decision:
+        started = time.perf_counter()
+        if self.offload:
+            decision = await asyncio.to_thread(self.decide, facts)
+        else:
+            decision = self.decide(facts)
+        if self.metrics is not None:
+            command = decision.commands[0] if decision.commands else None
+            self.metrics.voluntary_disruption_decision_evaluation_duration.labels(
+                method=METHOD_REASON_LABEL[command.method] if command is not None else "none",
+                consolidation_type=events.CONSOLIDATION_TYPE[command.method]
+                if command is not None
+                else "",
+            ).observe(time.perf_counter() - started)
+        return decision
+
+    async def validate(self, command: Command) -> Command | None:
+        """Wait the validation delay, then re-check on fresh facts. The command to run (emptiness
+        may have shrunk), or None after publishing the rejection."""
+        await self.clock.sleep(self.validation_delay)
+        snapshot = self.cluster.snapshot(self.clock.now())
+        facts = await self.facts(snapshot)
+        if self.offload:
+            again, why = await asyncio.to_thread(revalidate, command, facts)
+        else:
+            again, why = revalidate(command, facts)
+        if again is not None:
+            return again
+        self.last_rejection = why
+        log.info(
+            "disruption command rejected at validation",
+            extra={"command": command_report(command), "why": why},
+        )
+        for c in command.candidates:
+            events.rejected(self.recorder, c, why)
+        if self.metrics is not None:
+            self.metrics.voluntary_disruption_failed_validations.labels(
+                consolidation_type=events.CONSOLIDATION_TYPE[command.method]
+            ).inc()
+        return None
+
+    # ------------------------------------------------------------------ hygiene
+    async def cleanup_strays(self, snapshot: Snapshot) -> int:
+        """Remove disruption taints and conditions that no command owns; the number removed."""
+        queued_nodes = self.queue.queued_nodes()
+        queued_claims = self.queue.queued_nodeclaims()
+        removed = 0
+        for sn in snapshot.nodes:
+            if sn.nodeclaim is None or sn.marked_for_deletion:
+                continue
+            if sn.name in queued_nodes or sn.nodeclaim_name in queued_claims:
+                continue
+            if sn.node is not None and _has_disrupted_taint(sn):
+                log.info("removing stray disruption taint", extra={"node": sn.node.name})
+                if await set_disrupted_taint(self.client, sn.node.name, present=False):
+                    removed += 1
+            if sn.nodeclaim.status.get_condition(CONDITION_DISRUPTION_REASON) is not None:
+                log.info(
+                    "removing stray disruption condition", extra={"nodeclaim": sn.nodeclaim_name}
+                )
+                if await set_disruption_reason(self.client, self.clock, sn.nodeclaim_name, None):
+                    removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ signals
+    def budget_signals(self, snapshot: Snapshot) -> None:
+        """Allowed-disruption gauges, and DisruptionBlocked on pools with nodes and no budget."""
+        now = snapshot.now
+        usage = pool_usage(snapshot.nodes)
+        seen: set[tuple[str, str]] = set()
+        mono = self.clock.monotonic()
+        for reason in Reason:
+            allowed = budget_mapping(snapshot, reason.value, now)
+            for pool, n in allowed.items():
+                seen.add((pool, reason.value))
+                if self.metrics is not None:
+                    self.metrics.nodepools_allowed_disruptions.labels(
+                        nodepool=pool, reason=reason.value
+                    ).set(n)
+                size = usage[pool].size if pool in usage else 0
+                if n > 0 or size == 0:
+                    continue
+                key = (pool, reason.value)
+                last = self._blocked_seen.get(key)
+                if last is not None and mono - last < BLOCKED_DEDUPE:
+                    continue
+                self._blocked_seen[key] = mono
+                np = snapshot.nodepools[pool]
+                why = explain_budget(
+                    np, reason.value, now, pool_size=size, disrupting=usage[pool].disrupting
+                )
+                self.recorder.record(
+                    object_ref(
+                        NODEPOOL_API_VERSION, NODEPOOL_KIND, pool, uid=np.metadata.uid or None
+                    ),
+                    events.DISRUPTION_BLOCKED,
+                    f"No allowed disruptions for disruption reason {reason.value}: {why}",
+                    event_type=WARNING,
+                    dedupe=False,
+                )
+        if self.metrics is not None:
+            for pool, reason_value in self._gauge_pools - seen:
+                Metrics.remove_series(
+                    self.metrics.nodepools_allowed_disruptions, (pool, reason_value)
+                )
+        self._gauge_pools = seen
+
+    def unconsolidatable(self, decision: Decision, snapshot: Snapshot) -> None:
+        """``Unconsolidatable`` with the reason on every managed node left alone (15 min dedupe
+        per node and reason)."""
+        mono = self.clock.monotonic()
+        self._unconsolidatable_seen = {
+            k: t
+            for k, t in self._unconsolidatable_seen.items()
+            if mono - t < UNCONSOLIDATABLE_DEDUPE
+        }
+        queued = self.queue.queued_nodes()
+        by_name: dict[str, StateNode] = {n.name: n for n in snapshot.nodes}
+        for name, why in decision.unchanged.items():
+            sn = by_name.get(name)
+            if sn is None or sn.node is None or sn.nodeclaim is None:
+                continue
+            if sn.marked_for_deletion or name in queued:
+                continue
+            key = (name, why)
+            if key in self._unconsolidatable_seen:
+                continue
+            self._unconsolidatable_seen[key] = mono
+            events.publish(self.recorder, sn, events.UNCONSOLIDATABLE, why, dedupe=False)
+
+    def _observe(self, decision: Decision) -> None:
+        if self.metrics is None:
+            return
+        eligible: dict[str, int] = {}
+        for method, n in decision.eligible.items():
+            label = METHOD_REASON_LABEL[method]
+            eligible[label] = max(eligible.get(label, 0), n)
+        for label, n in eligible.items():
+            self.metrics.voluntary_disruption_eligible_nodes.labels(reason=label).set(n)
+        for method in decision.timed_out:
+            self.metrics.voluntary_disruption_consolidation_timeouts.labels(
+                consolidation_type=events.CONSOLIDATION_TYPE[method]
+            ).inc()
+
+    # ------------------------------------------------------------------ on demand
+    def report(self) -> dict[str, Any]:
+        """The last decision, the queue and recent outcomes, as JSON-ready data."""
+        decision = self.last_decision
+        return {
+            "decidedAt": self.last_decided_at.isoformat() if self.last_decided_at else None,
+            "commands": [command_report(c) for c in decision.commands] if decision else [],
+            "unchanged": dict(sorted(decision.unchanged.items())) if decision else {},
+            "timedOut": [m.value for m in decision.timed_out] if decision else [],
+            "lastRejection": self.last_rejection,
+            "queue": [e.summary() for e in self.queue.entries],
+            "recent": [e.summary() for e in list(self.queue.history)[-10:]],
+        }
+
+
+def command_report(command: Command) -> dict[str, Any]:
+    return {
+        "method": command.method.value,
+        "reason": command.reason.value,
+        "decision": command.decision,
+        "candidates": [
+            {
+                "node": c.name,
+                "nodeclaim": c.nodeclaim_name,
+                "nodepool": c.pool_name,
+                "instanceType": c.instance_type_name,
+                "price": c.price,
+            }
+            for c in command.candidates
+        ],
+        "replacements": [
+            {
+                "nodepool": r.node_pool,
+                "instanceTypes": [it.name for it in r.instance_types[:10]],
+                "options": len(r.instance_types),
+                "price": r.price,
+            }
+            for r in command.replacements
+        ],
+        "savings": round(command.savings, 6),
+        "explanation": command.explanation,
+    }
+
+
+def _has_disrupted_taint(sn: StateNode) -> bool:
+    assert sn.node is not None
+    return any(
+        t.key == TAINT_DISRUPTED_KEY and t.effect == EFFECT_NO_SCHEDULE for t in sn.node.taints
+    )

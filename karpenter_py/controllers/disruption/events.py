@@ -1,0 +1,108 @@
+"""Events and metric labels the disruption controller and its queue publish.
+
+Reason strings are upstream's (``karpenter.sh`` event reasons, so ``kubectl get events
+--field-selector reason=...`` filters the same); the messages are ours. Every node-level event is
+published on both the Node and its NodeClaim, as upstream does, so either object's ``kubectl
+describe`` shows it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from karpenter_py.controllers.disruption.types import Candidate, Method
+from karpenter_py.kube.events import NORMAL, WARNING, EventRecorder, EventType, object_ref
+from karpenter_py.kube.objects import KubeObject
+from karpenter_py.model.api.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
+from karpenter_py.model.api.nodeclaim import KIND as NODECLAIM_KIND
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.state.statenode import StateNode
+
+DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
+DISRUPTION_LAUNCHING: Final = "DisruptionLaunching"
+DISRUPTION_WAITING_READINESS: Final = "DisruptionWaitingReadiness"
+DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
+UNCONSOLIDATABLE: Final = "Unconsolidatable"
+CONSOLIDATION_REJECTED: Final = "ConsolidationRejected"
+
+# upstream's consolidation_type label per method ("" for drift).
+CONSOLIDATION_TYPE: Final[dict[Method, str]] = {
+    Method.EMPTINESS: "empty",
+    Method.DRIFT: "",
+    Method.MULTI_NODE: "multi",
+    Method.SINGLE_NODE: "single",
+}
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def snake_case(text: str) -> str:
+    """``Underutilized`` -> ``underutilized``; ``NodePoolDrifted`` -> ``node_pool_drifted``
+    (the form upstream's ``reason`` metric labels take)."""
+    return _CAMEL_BOUNDARY.sub("_", text).lower()
+
+
+def node_ref(name: str, uid: str = "") -> KubeObject:
+    return object_ref("v1", "Node", name, uid=uid or None)
+
+
+def nodeclaim_ref(nc: NodeClaim) -> KubeObject:
+    return object_ref(NODECLAIM_API_VERSION, NODECLAIM_KIND, nc.name, uid=nc.metadata.uid or None)
+
+
+def refs_of(node: StateNode) -> list[KubeObject]:
+    """The Node and the NodeClaim behind a state node (whichever exist)."""
+    out: list[KubeObject] = []
+    if node.node is not None:
+        out.append(node_ref(node.node.name, node.node.uid))
+    if node.nodeclaim is not None:
+        out.append(nodeclaim_ref(node.nodeclaim))
+    return out
+
+
+def publish(
+    recorder: EventRecorder,
+    node: StateNode,
+    reason: str,
+    message: str,
+    *,
+    event_type: EventType = NORMAL,
+    dedupe: bool = True,
+) -> None:
+    for ref in refs_of(node):
+        recorder.record(ref, reason, message, event_type=event_type, dedupe=dedupe)
+
+
+def launching(
+    recorder: EventRecorder, candidate: Candidate, replacements: str, reason: str
+) -> None:
+    publish(
+        recorder,
+        candidate.node,
+        DISRUPTION_LAUNCHING,
+        f"Launching replacement {replacements} before disrupting the node ({reason})",
+    )
+
+
+def waiting_readiness(recorder: EventRecorder, candidate: Candidate, replacements: str) -> None:
+    publish(
+        recorder,
+        candidate.node,
+        DISRUPTION_WAITING_READINESS,
+        f"Waiting for replacement {replacements} to initialize before disrupting the node",
+    )
+
+
+def terminating(recorder: EventRecorder, candidate: Candidate, reason: str) -> None:
+    publish(recorder, candidate.node, DISRUPTION_TERMINATING, f"Disrupting node: {reason}")
+
+
+def rejected(recorder: EventRecorder, candidate: Candidate, why: str) -> None:
+    publish(
+        recorder,
+        candidate.node,
+        CONSOLIDATION_REJECTED,
+        f"Disruption command rejected at validation: {why}",
+        event_type=WARNING,
+    )

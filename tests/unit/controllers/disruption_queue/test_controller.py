@@ -1,0 +1,185 @@
+"""The disruption controller's pass: hygiene, budget signals, Unconsolidatable events, the
+nothing-changed skip, validation and the hand-off to the queue (decisions injected)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from karpenter_py.controllers.disruption.controller import Disruption
+from karpenter_py.controllers.disruption.decide import Facts
+from karpenter_py.controllers.disruption.types import Decision, Method
+from karpenter_py.kube.resources import NODECLAIMS
+from tests import factories
+from tests.unit.controllers.disruption_queue.support import (
+    DISRUPTED_TAINT,
+    OTHER_TAINT,
+    World,
+)
+
+REASON_CONDITION = "DisruptionReason"
+STRAY_CONDITION = {
+    "type": REASON_CONDITION,
+    "status": "True",
+    "reason": "Underutilized",
+    "message": "",
+    "lastTransitionTime": factories.T0,
+}
+LIFECYCLE = [
+    {"type": t, "status": "True", "reason": t, "lastTransitionTime": factories.T0}
+    for t in ("Launched", "Registered", "Initialized")
+]
+
+
+class FakeDecide:
+    def __init__(self, *decisions: Decision) -> None:
+        self.decisions = list(decisions)
+        self.facts: list[Facts] = []
+
+    def __call__(self, facts: Facts) -> Decision:
+        self.facts.append(facts)
+        return self.decisions.pop(0) if len(self.decisions) > 1 else self.decisions[0]
+
+
+def controller(w: World, decide: Any, **kw: Any) -> Disruption:
+    return Disruption(
+        client=w.client,
+        cluster=w.cluster,
+        rounds=w.rounds,
+        recorder=w.recorder,
+        clock=w.clock,
+        metrics=w.metrics,
+        queue=w.queue,
+        offload=False,
+        decide=decide,
+        **kw,
+    )
+
+
+async def test_hygiene_removes_stray_taints_and_conditions_only_where_no_command_owns_them() -> (
+    None
+):
+    w = World()
+    stray = [OTHER_TAINT, DISRUPTED_TAINT]
+    for name in ("stray", "queued", "deleting"):
+        w.add_node(name, taints=stray, nodeclaim_conditions=[*LIFECYCLE, STRAY_CONDITION])
+    await w.api.delete(NODECLAIMS, "deleting")
+    d = controller(w, FakeDecide(Decision()))
+    async with asyncio.TaskGroup() as tg:
+        runner = tg.create_task(w.queue.run())
+        await w.queue.wait_running()
+        w.queue.add(w.command("queued", method=Method.DRIFT, replacements=[w.replacement()]))
+        await asyncio.sleep(0)
+        w.api.log.clear()
+
+        removed = await d.cleanup_strays(w.cluster.snapshot(w.clock.now()))
+
+        assert removed == 2
+        assert w.api.log == [("patch", "nodes", "stray"), ("patch", "nodeclaims", "stray")]
+        assert w.api.taints("stray") == [OTHER_TAINT]
+        assert REASON_CONDITION not in w.api.conditions("stray")
+        assert set(w.api.conditions("stray")) == {"Launched", "Registered", "Initialized"}
+        for kept in ("queued", "deleting"):
+            assert w.api.taints(kept) == stray
+            assert REASON_CONDITION in w.api.conditions(kept)
+        runner.cancel()
+
+
+async def test_nothing_changed_skips_the_decision_until_the_forced_recheck() -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    decide = FakeDecide(Decision(unchanged={"n1": "no disruption method applies"}))
+    d = controller(w, decide)
+
+    assert await d.reconcile() is False
+    assert await d.reconcile() is False
+    assert len(decide.facts) == 1
+    assert d.skipped == 1
+    w.clock.step(300)
+    assert await d.reconcile() is False
+    assert len(decide.facts) == 2
+    # A change in the cluster (any mutation bumps the generation) re-runs at once.
+    w.api.set_conditions("n1", "Consolidatable")
+    assert await d.reconcile() is False
+    assert len(decide.facts) == 3
+    assert decide.facts[-1].indexes is w.rounds.indexes
+    assert d.report()["unchanged"] == {"n1": "no disruption method applies"}
+
+
+async def test_unconsolidatable_events_carry_the_reason_and_repeat_after_15_minutes() -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    why = "pod default/web is annotated karpenter.sh/do-not-disrupt"
+    d = controller(w, FakeDecide(Decision(unchanged={"n1": why})), recheck_after=60)
+
+    await d.reconcile()
+    w.clock.step(61)
+    await d.reconcile()
+    assert [e for e in w.recorder.recorded if e[2] == "Unconsolidatable"] == [
+        ("Node", "n1", "Unconsolidatable", why),
+        ("NodeClaim", "n1", "Unconsolidatable", why),
+    ]
+    w.clock.step(900)
+    await d.reconcile()
+    assert len([e for e in w.recorder.recorded if e[2] == "Unconsolidatable"]) == 4
+
+
+async def test_zero_budget_publishes_disruption_blocked_and_sets_the_gauge() -> None:
+    w = World(factories.nodepool("default", disruption={"budgets": [{"nodes": "0"}]}))
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    d = controller(w, FakeDecide(Decision()))
+
+    await d.reconcile()
+    await d.reconcile()
+    blocked = [e for e in w.recorder.recorded if e[2] == "DisruptionBlocked"]
+    assert [(k, n) for k, n, _, _ in blocked] == [("NodePool", "default")] * 3
+    assert {m.split(":")[0] for _, _, _, m in blocked} == {
+        f"No allowed disruptions for disruption reason {r}"
+        for r in ("Empty", "Drifted", "Underutilized")
+    }
+    for reason in ("Empty", "Drifted", "Underutilized"):
+        assert (
+            w.metric("karpenter_nodepools_allowed_disruptions", nodepool="default", reason=reason)
+            == 0.0
+        )
+    w.clock.step(60)
+    await d.reconcile()
+    assert len([e for e in w.recorder.recorded if e[2] == "DisruptionBlocked"]) == 6
+
+
+async def test_a_drift_command_goes_to_the_queue_without_validation() -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    cmd = w.command("n1", method=Method.DRIFT, replacements=[w.replacement()])
+    d = controller(w, FakeDecide(Decision(commands=(cmd,))))
+    async with asyncio.TaskGroup() as tg:
+        runner = tg.create_task(w.queue.run())
+        await w.queue.wait_running()
+        assert await d.reconcile() is True
+        assert w.queue.queued_nodes() == frozenset({"n1"})
+        assert d.report()["queue"][0]["candidates"] == ["n1"]
+        runner.cancel()
+
+
+async def test_a_rejected_consolidation_publishes_consolidation_rejected() -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)  # not Consolidatable: revalidation fails
+    cmd = w.command("n1", method=Method.SINGLE_NODE)
+    d = controller(w, FakeDecide(Decision(commands=(cmd,))), validation_delay=15.0)
+    task = asyncio.create_task(d.reconcile())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not task.done()  # waiting out the validation delay
+    w.clock.step(15)
+    assert await task is False
+    rejected = [e for e in w.recorder.recorded if e[2] == "ConsolidationRejected"]
+    assert [(k, n) for k, n, _, _ in rejected] == [("Node", "n1"), ("NodeClaim", "n1")]
+    assert d.last_rejection
+    assert rejected[0][3] == f"Disruption command rejected at validation: {d.last_rejection}"
+    assert (
+        w.metric(
+            "karpenter_voluntary_disruption_failed_validations_total", consolidation_type="single"
+        )
+        == 1.0
+    )
+    assert len(w.queue) == 0
