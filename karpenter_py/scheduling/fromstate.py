@@ -82,8 +82,11 @@ def reserve_daemonsets(existing: ExistingNode, daemonsets: Sequence[Pod]) -> Exi
 def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod]) -> ExistingNode:
     """A state node as solver capacity, daemonsets reserved (except on a NodeClaim that has not
     launched: its size already includes them)."""
-    labels = dict(sn.labels)
-    labels.setdefault(LABEL_HOSTNAME, sn.name)
+    # The node's own mapping when it has a hostname label: its identity lets the solver reuse
+    # what it derived from it (IndexCache.node_requirements) across rounds.
+    labels = sn.labels
+    if LABEL_HOSTNAME not in labels:
+        labels = {**labels, LABEL_HOSTNAME: sn.name}
     node = sn.node or Node(name=sn.name, labels=labels, taints=sn.taints)
     node = replace(node, labels=labels, allocatable=sn.allocatable)
     existing = ExistingNode(

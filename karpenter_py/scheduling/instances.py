@@ -444,7 +444,7 @@ class IndexCache:
         if held is not None and held[0] is labels:
             return held[1]
         reqs = Requirements.from_labels(labels)
-        if len(self._labels) >= 50_000:
+        if len(self._labels) >= 20_000:
             self._labels.clear()
         self._labels[id(labels)] = (labels, reqs)
         return reqs
