@@ -1,4 +1,4 @@
-"""The ``karpenter-py`` command line: ``plan``, ``crds`` and ``controller``.
+"""The ``karpenter-py`` command line: ``plan`` (and ``plan --disruption``), ``crds`` and ``controller``.
 
 Subcommand implementations are imported only when chosen, so ``karpenter-py plan`` never loads the
 controller's asyncio/Kubernetes stack and ``karpenter-py --help`` stays instant.
@@ -25,6 +25,35 @@ def _version() -> str:
         return "unknown"
 
 
+DISRUPTION_HELP = (
+    "--disruption reads the same kinds a cluster dump gives (Nodes, Pods bound by "
+    "spec.nodeName, NodeClaims, NodePools, PodDisruptionBudgets, DaemonSets, Namespaces, ...) "
+    "and prints, with the controller's decision code, the commands disruption would take now "
+    "(emptiness, drift, multi- and single-node consolidation, in order), their replacements and "
+    "hourly savings, and why every other node is left alone; JSON: {commands: [{method, reason, "
+    "candidates, replacements, savings}], unchanged: [{node, reason}], cost: {before, after}}. "
+    "Workloads are not expanded (a dump lists their pods).\n\n"
+    "Offline, what the controllers would add is filled in: a Node with a karpenter.sh/nodepool "
+    "label and no NodeClaim gets one (Launched, Registered and Initialized since the Node's "
+    "creationTimestamp, else long ago; its providerID, name and labels); a NodeClaim without a "
+    "Consolidatable condition gets one at --now from the NodePool's consolidateAfter and its "
+    "lastPodEventTime or initialization; a Drifted condition is honoured, and a NodeClaim "
+    "with a karpenter.sh/nodepool-hash annotation is also checked for NodePool drift; a "
+    "PodDisruptionBudget without status.disruptionsAllowed gets it from minAvailable or "
+    "maxUnavailable (percentages rounded up) over the matching pods in the input, bound pods "
+    "counted healthy. Every NodeClass counts as Ready and every NodePool may use the whole "
+    "catalog."
+)
+
+
+class _ParagraphFormatter(argparse.HelpFormatter):
+    """Keeps the blank lines between epilog paragraphs (argparse joins them by default)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        fill = super()._fill_text
+        return "\n\n".join(fill(part, width, indent) for part in text.split("\n\n"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="karpenter-py",
@@ -46,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Workloads expand to pods named <name>-<index> (a StatefulSet's <name>-<ordinal>). "
             "Kinds that do not affect placement (Service, ConfigMap, Secret, RBAC, "
             "PodDisruptionBudget, ...) are skipped; an unknown kind is an error. Exit status: "
-            "0 when a plan was printed (unschedulable pods are listed in it), 2 on bad input."
+            "0 when a plan was printed (unschedulable pods are listed in it), 2 on bad input.\n\n"
+            + DISRUPTION_HELP
         ),
+        formatter_class=_ParagraphFormatter,
     )
     plan.add_argument(
         "-f",
@@ -69,6 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("table", "json"),
         default="table",
         help="table for people (default) or json, a stable contract for scripts",
+    )
+    plan.add_argument(
+        "--disruption",
+        action="store_true",
+        help="print what disruption would do now to the nodes in the input (see below)",
+    )
+    plan.add_argument(
+        "--now",
+        metavar="RFC3339",
+        help="with --disruption: the time to decide at, e.g. 2026-01-01T12:00:00Z "
+        "(default: the current UTC time)",
     )
     plan.add_argument(
         "--preference-policy",
@@ -103,12 +145,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from karpenter_py.cli.plan import run_plan
     from karpenter_py.scheduling.inputs import SolveOptions
 
     options = SolveOptions(
         preference_policy=args.preference_policy, min_values_policy=args.min_values_policy
     )
+    if args.now is not None and not args.disruption:
+        print("error: --now needs --disruption", file=sys.stderr)
+        return EXIT_USAGE
+    if args.disruption:
+        from karpenter_py.cli.disruption import run_disruption
+
+        return run_disruption(
+            cast("list[str]", args.files),
+            instance_types=cast("str | None", args.instance_types),
+            output=args.output,
+            options=options,
+            now=cast("str | None", args.now),
+            stdout=sys.stdout,
+            stderr=sys.stderr,
+        )
+    from karpenter_py.cli.plan import run_plan
+
     return run_plan(
         cast("list[str]", args.files),
         instance_types=cast("str | None", args.instance_types),

@@ -40,6 +40,13 @@ Kinds and what happens to them:
   is in the input, and is otherwise not simulated (with a warning).
 * Well-known kinds that do not change where pods go (Service, ConfigMap, Secret, RBAC,
   PodDisruptionBudget, PriorityClass, ...; see ``IGNORED_KINDS``) are skipped silently.
+  PodDisruptionBudgets are kept, unparsed, for ``plan --disruption``, which reads them.
+
+``Manifests.cluster`` holds the same input as a cluster would hold it, for
+``karpenter-py plan --disruption`` (see ``karpenter_py.cli.disruption``): the NodePool models,
+every NodeClaim (those whose Node is in the input too), the Nodes, the pods of Pod documents (not
+the pods workloads would create: a cluster dump lists those as Pods), DaemonSet templates,
+storage objects and the PodDisruptionBudget documents.
 
 Anything else is an error: an unknown kind, a wrong apiVersion for a known kind, a document that is
 not an object, YAML that does not parse or a field that does not validate. Every error is a
@@ -374,6 +381,22 @@ def _safe_hash(value: object) -> str:
 # ----------------------------------------------------------------------------- result
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterObjects:
+    """The input as a cluster holds it, for ``plan --disruption``: objects, not solver input."""
+
+    nodepools: tuple[NodePool, ...] = ()
+    nodeclaims: tuple[tuple[NodeClaim, Source], ...] = ()  # all of them, in input order
+    nodes: tuple[tuple[Node, Source], ...] = ()
+    # Pods of Pod documents, bound (spec.nodeName) or pending (marked unschedulable); finished
+    # pods are left out. Pods a workload would create are not here.
+    pods: tuple[Pod, ...] = ()
+    daemonsets: Mapping[str, Pod] = field(default_factory=dict)  # namespace/name -> template pod
+    pdbs: tuple[tuple[JSON, Source], ...] = ()  # PodDisruptionBudget documents, unparsed
+    storage: StorageObjects = field(default_factory=StorageObjects)
+    warnings: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class Manifests:
     """Everything ``plan`` read, ready to become a SolveInput."""
@@ -389,6 +412,8 @@ class Manifests:
     # Volume topology of the pending pods, by pod key (see ``scheduling.volumes``).
     volume_requirements: dict[str, VolumeAlternatives] = field(default_factory=dict)
     volume_errors: dict[str, str] = field(default_factory=dict)
+    # The same input as cluster objects, for ``plan --disruption``.
+    cluster: ClusterObjects = field(default_factory=ClusterObjects)
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,6 +440,9 @@ class _Collector:
     classes: dict[str, tuple[StorageClass, Source]] = field(default_factory=dict)
     # Pending StatefulSet pod key -> the claims its volumeClaimTemplates give it.
     template_claims: dict[str, tuple[_TemplateClaim, ...]] = field(default_factory=dict)
+    # For ``plan --disruption``: the NodePool models and the PodDisruptionBudget documents.
+    nodepool_models: dict[str, NodePool] = field(default_factory=dict)
+    pdbs: list[tuple[JSON, Source]] = field(default_factory=list)
 
     def claim_pod_name(self, key: str, source: Source) -> None:
         earlier = self.pod_sources.get(key)
@@ -602,6 +630,7 @@ def _read_nodepool(col: _Collector, doc: JSON, source: Source) -> None:
             f"NodePool {pool.name} is also defined by {col.pools[pool.name][1].describe()}"
         )
     col.pools[pool.name] = (pool, source)
+    col.nodepool_models[pool.name] = model
 
 
 def _taints(taints: Sequence[ApiTaint]) -> tuple[Taint, ...]:
@@ -741,6 +770,9 @@ def _read_document(col: _Collector, file: str, index: int, raw: object, prefix: 
     meta = doc.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
     source = dataclasses.replace(bare, kind=kind, name=name if isinstance(name, str) else "")
+    if kind == "PodDisruptionBudget":
+        col.pdbs.append((doc, source))  # read by ``plan --disruption`` only
+        return
     if kind in IGNORED_KINDS:
         return
     if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
@@ -837,6 +869,33 @@ def _finish(col: _Collector) -> Manifests:
         warnings=col.warnings,
         volume_requirements=volume_requirements,
         volume_errors=volume_errors,
+        cluster=_cluster_objects(col),
+    )
+
+
+def _cluster_objects(col: _Collector) -> ClusterObjects:
+    """The input as cluster objects (``plan --disruption``): Pod documents only, no workload
+    expansion, and every NodeClaim, registered or not."""
+    pending = [p for p in col.pending if col.pod_sources[p.key].kind == "Pod"]
+    warnings = [
+        f"{source.describe()}: pod {pod.key} is bound to node {pod.node_name!r}, "
+        "which is not in the input; ignored"
+        for pod, source in col.bound
+        if pod.node_name not in col.nodes
+    ]
+    return ClusterObjects(
+        nodepools=tuple(col.nodepool_models.values()),
+        nodeclaims=tuple(col.claims),
+        nodes=tuple((existing.node, source) for existing, source in col.nodes.values()),
+        pods=(*(p for p, _ in col.bound), *pending),
+        daemonsets={f"{p.namespace}/{p.name}": p for p in col.daemonsets},
+        pdbs=tuple(col.pdbs),
+        storage=StorageObjects(
+            claims={key: pvc for key, (pvc, _) in col.pvcs.items()},
+            volumes={name: pv for name, (pv, _) in col.pvs.items()},
+            classes={name: sc for name, (sc, _) in col.classes.items()},
+        ),
+        warnings=tuple(warnings),
     )
 
 

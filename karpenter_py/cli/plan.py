@@ -94,6 +94,13 @@ def load_catalog_file(file: str) -> list[InstanceType]:
     return types
 
 
+def load_catalog(instance_types: str | None) -> list[InstanceType]:
+    """The catalog ``--instance-types`` names, else the built-in AWS one."""
+    if instance_types is not None:
+        return load_catalog_file(instance_types)
+    return load_builtin_catalog()
+
+
 # ----------------------------------------------------------------------------- input
 
 
@@ -274,11 +281,7 @@ def run_plan(
             print(f"warning: {warning}", file=stderr)
         if not manifests.pools:
             raise PlanError(NO_NODEPOOL)
-        catalog = (
-            load_catalog_file(instance_types)
-            if instance_types is not None
-            else load_builtin_catalog()
-        )
+        catalog = load_catalog(instance_types)
         inp = solve_input(manifests, catalog, options)
     except (ManifestError, PlanError) as err:
         print(f"error: {err}", file=stderr)

@@ -1,0 +1,576 @@
+"""``karpenter-py plan --disruption``: what disruption would do now to the cluster in some YAML.
+
+The input is what a cluster dump gives (``kubectl get nodes,pods,nodeclaims,nodepools,pdb,
+daemonsets,namespaces -A -o yaml``) or hand-written files of the same kinds, read by the same
+reader as ``plan`` (``karpenter_py.cli.manifests``; its ``Manifests.cluster`` view). The objects
+go into a :class:`~karpenter_py.state.cluster.Cluster`, whose ``snapshot()`` joins NodeClaims to
+Nodes by providerID and ``status.nodeName``, and the controller's own decision code runs on it:
+``karpenter_py.controllers.disruption.decide.evaluate`` applies each command to the cluster as it
+would leave it and looks again, so the output lists every command in order.
+
+Offline, a few things a cluster would provide are filled in, each as the controllers would:
+
+* A Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the input (a hand-written
+  file) gets a synthesized NodeClaim named after it: ``Launched``, ``Registered`` and
+  ``Initialized`` True since the Node's ``creationTimestamp`` (without one, since 1970, i.e. long
+  ago), ``status.providerID`` and ``status.nodeName`` matching the Node, the Node's labels, and
+  the NodePool's ``expireAfter`` and ``terminationGracePeriod``. The node is then managed as it
+  would be in a cluster.
+* A NodeClaim without a ``Consolidatable`` condition gets one computed at ``--now`` from the
+  NodePool's ``consolidateAfter`` and ``status.lastPodEventTime`` (else the ``Initialized``
+  transition), by ``nodeclaim.disruption.set_consolidatable``, the function the NodeClaim
+  controller uses.
+* A ``Drifted`` condition in the input is honoured as it is. A launched NodeClaim without one
+  that carries the ``karpenter.sh/nodepool-hash`` annotation is checked for NodePool drift
+  (``nodeclaim.drift.nodepool_drift``: template hash, then requirements) and marked Drifted when
+  it has drifted. Instance-type and provider drift need the cloud and are not checked.
+* A PodDisruptionBudget's ``status.disruptionsAllowed`` is used when present (parsed by the
+  controller's ``state.ingest.pdb_from_dict``). Without it, it is computed as the disruption
+  controller does, over the pods in the input its selector matches: expected = the matching
+  pods (standing in for the owners' scale), healthy = the matching pods bound to a node and not
+  terminating; ``maxUnavailable`` (int, or a percentage rounded up) gives desired healthy =
+  expected - maxUnavailable, ``minAvailable`` (int, or a percentage rounded up) gives desired
+  healthy directly; allowed = healthy - desired, and 0 when negative, when nothing is expected
+  or when neither field is set.
+* Every NodePool's NodeClass counts as Ready (``plan`` resolves no NodeClasses), and every pool
+  may use the whole instance-type catalog (the built-in AWS one, or ``--instance-types``), as
+  ``plan`` does; the solver filters by each pool's requirements.
+* Pods are the input's Pod documents: bound ones (``spec.nodeName``) use their node, unbound
+  ones are pending. Workloads (Deployments, ...) are not expanded: a dump lists their pods.
+
+Output (``-o json``, a stable contract; hourly prices)::
+
+    {"commands": [{"method", "reason", "candidates": [node names],
+                   "replacements": [{"nodePool", "instanceType", "instanceTypes",
+                                     "capacityType", "zone", "price"}],
+                   "savings": {"hourly"}}],
+     "unchanged": [{"node", "reason"}],
+     "cost": {"before", "after"}}
+
+Every node of the input (and every NodeClaim still in flight) is named once: as a candidate of
+one command, or in ``unchanged`` with the decision code's reason. ``cost.before`` is what all of
+them cost per hour; ``cost.after`` is that minus the commands' savings.
+
+Exit status: 0 when a decision was printed, 2 when the input is unusable (one line on stderr
+naming the file, document and field, as ``plan``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Final, TextIO
+
+from pydantic import ValidationError
+
+from karpenter_py.cli import plan as plan_cli
+from karpenter_py.cli.manifests import (
+    JSON,
+    ClusterObjects,
+    ManifestError,
+    Source,
+    load_manifests,
+    validation_error,
+)
+from karpenter_py.cli.plan import (
+    ESTIMATED_MARK,
+    EXIT_OK,
+    EXIT_USAGE,
+    NO_NODEPOOL,
+    OutputFormat,
+    PlanError,
+    _money,
+    _natural,
+    _price,
+    _table,
+)
+from karpenter_py.controllers.disruption.decide import Facts, evaluate, hourly_price
+from karpenter_py.controllers.disruption.types import Candidate, Command, Decision
+from karpenter_py.controllers.nodeclaim.common import nodepool_of
+from karpenter_py.controllers.nodeclaim.disruption import set_consolidatable, set_drifted
+from karpenter_py.controllers.nodeclaim.drift import nodepool_drift
+from karpenter_py.model.api.nodeclaim import (
+    CONDITION_CONSOLIDATABLE,
+    CONDITION_DRIFTED,
+    CONDITION_LAUNCHED,
+    NodeClaim,
+)
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.core import Node, ParseError, Pod
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import (
+    ANNOTATION_NODEPOOL_HASH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_TOPOLOGY_ZONE,
+)
+from karpenter_py.scheduling.fromstate import nodeclass_key
+from karpenter_py.scheduling.inputs import SolveOptions
+from karpenter_py.scheduling.instances import IndexCache
+from karpenter_py.scheduling.plan import NewNodeClaim
+from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.ingest import pdb_from_dict
+from karpenter_py.state.pdb import PodDisruptionBudget
+from karpenter_py.state.snapshot import Snapshot
+
+PDB_API_VERSION: Final = "policy/v1"
+# Initialization time of a synthesized NodeClaim whose Node has no creationTimestamp: long ago.
+LONG_AGO: Final = "1970-01-01T00:00:00Z"
+# nodeClassRef of a synthesized NodeClaim whose NodePool is not in the input (never read: the
+# decision reports the node as "NodePool ... not found").
+_SYNTHESIZED_NODECLASS: Final = {"group": "karpenter.sh", "kind": "Unknown", "name": "unknown"}
+
+
+# ----------------------------------------------------------------------------- --now
+
+
+def parse_now(text: str) -> datetime:
+    """An RFC 3339 time with its offset (``2026-01-01T12:00:00Z``), as UTC."""
+    problem = f"--now {text!r}: not an RFC 3339 time with a time zone (e.g. 2026-01-01T12:00:00Z)"
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise PlanError(problem) from None
+    if value.tzinfo is None:
+        raise PlanError(problem)
+    return value.astimezone(UTC)
+
+
+# ----------------------------------------------------------------------------- PDBs
+
+
+def _scaled(value: object, total: int, path: str) -> int:
+    """An IntOrString as Kubernetes scales it (percentages of ``total``, rounded up)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ParseError(path, f"must be greater than or equal to 0, got {value}")
+        return value
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit():
+        percent = int(value[:-1])
+        if percent > 100:
+            raise ParseError(path, f"must not be greater than 100%, got {value!r}")
+        return -(-percent * total // 100)
+    raise ParseError(path, f"must be an integer or a percentage (e.g. '50%'), got {value!r}")
+
+
+def computed_disruptions_allowed(spec: Mapping[str, object], pods: Sequence[Pod]) -> int:
+    """The disruption controller's ``disruptionsAllowed`` for a PDB whose selector matches
+    ``pods``: bound, non-terminating pods count as healthy; every matching pod is expected."""
+    min_available = spec.get("minAvailable")
+    max_unavailable = spec.get("maxUnavailable")
+    if min_available is not None and max_unavailable is not None:
+        raise ParseError("spec", "minAvailable and maxUnavailable cannot both be set")
+    expected = len(pods)
+    healthy = sum(1 for p in pods if p.node_name and not p.is_terminating())
+    if max_unavailable is not None:
+        desired = max(0, expected - _scaled(max_unavailable, expected, "spec.maxUnavailable"))
+    elif min_available is not None:
+        desired = _scaled(min_available, expected, "spec.minAvailable")
+    else:
+        return 0  # no rule: the controller expects nothing and allows nothing
+    allowed = healthy - desired
+    return allowed if expected > 0 and allowed > 0 else 0
+
+
+def read_pdb(doc: JSON, source: Source, pods: Sequence[Pod]) -> PodDisruptionBudget:
+    """A PodDisruptionBudget document as the cluster model keeps it."""
+    api_version = doc.get("apiVersion")
+    if api_version != PDB_API_VERSION:
+        if not api_version:
+            raise source.error("apiVersion is required", "apiVersion")
+        raise source.error(
+            f"PodDisruptionBudget is served as {PDB_API_VERSION}, not {api_version!r}",
+            "apiVersion",
+        )
+    try:
+        pdb = pdb_from_dict(doc)
+        status = doc.get("status")
+        status = status if isinstance(status, dict) else {}
+        given = status.get("disruptionsAllowed")
+        if given is not None:
+            if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+                raise ParseError(
+                    "status.disruptionsAllowed", f"expected a count (>= 0), got {given!r}"
+                )
+            return pdb
+        spec = doc.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
+        covered = [p for p in pods if pdb.covers(p)]
+        return replace(pdb, disruptions_allowed=computed_disruptions_allowed(spec, covered))
+    except ParseError as err:
+        raise source.error(err.message, err.path) from None
+
+
+# ----------------------------------------------------------------------------- NodeClaims
+
+
+def synthesized_nodeclaim(
+    node: Node, nodepool: NodePool | None, source: Source, *, name: str
+) -> NodeClaim:
+    """The NodeClaim a cluster would hold for a managed Node given without one."""
+    created = node.creation_timestamp or LONG_AGO
+    try:
+        datetime.fromisoformat(created)
+    except ValueError:
+        raise source.error(
+            f"not an RFC 3339 time: {created!r}", "metadata.creationTimestamp"
+        ) from None
+    labels = dict(node.labels)
+    requirements = [
+        {"key": key, "operator": "In", "values": [labels[key]]}
+        for key in (LABEL_NODEPOOL, LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE, LABEL_CAPACITY_TYPE)
+        if labels.get(key)
+    ]
+    spec: dict[str, object] = {"requirements": requirements}
+    if nodepool is not None:
+        tspec = nodepool.spec.template.spec
+        ref = tspec.node_class_ref
+        spec["nodeClassRef"] = {"group": ref.group, "kind": ref.kind, "name": ref.name}
+        spec["expireAfter"] = tspec.expire_after
+        if tspec.termination_grace_period is not None:
+            spec["terminationGracePeriod"] = tspec.termination_grace_period
+    else:
+        spec["nodeClassRef"] = dict(_SYNTHESIZED_NODECLASS)
+    metadata: dict[str, object] = {"name": name, "labels": labels}
+    if node.creation_timestamp:
+        metadata["creationTimestamp"] = node.creation_timestamp
+    conditions = [
+        {"type": t, "status": "True", "reason": t, "lastTransitionTime": created}
+        for t in ("Launched", "Registered", "Initialized")
+    ]
+    try:
+        return NodeClaim.model_validate(
+            {
+                "metadata": metadata,
+                "spec": spec,
+                "status": {
+                    "providerID": node.provider_id,
+                    "nodeName": node.name,
+                    "conditions": conditions,
+                },
+            }
+        )
+    except ValidationError as err:
+        # Only the Node's own fields can be wrong here: its labels or its creationTimestamp.
+        located = validation_error(source, err)
+        timed = "creationTimestamp" in located.path or "lastTransitionTime" in located.path
+        field = "metadata.creationTimestamp" if timed else "metadata.labels"
+        raise source.error(located.message, field) from None
+
+
+def refresh_conditions(nc: NodeClaim, np: NodePool, now: datetime) -> None:
+    """Fill in, in place, the conditions the NodeClaim controller would have written by ``now``:
+    ``Consolidatable`` when absent, and ``Drifted`` from NodePool drift when absent and the
+    NodeClaim carries a nodepool-hash."""
+    if nc.status.get_condition(CONDITION_CONSOLIDATABLE) is None:
+        set_consolidatable(nc, np, now)
+    if (
+        nc.status.get_condition(CONDITION_DRIFTED) is None
+        and nc.metadata.annotations.get(ANNOTATION_NODEPOOL_HASH)
+        and nc.status.is_true(CONDITION_LAUNCHED)
+    ):
+        reason = nodepool_drift(nc, np)
+        if reason:
+            set_drifted(nc, reason, now)
+
+
+# ----------------------------------------------------------------------------- the cluster
+
+
+def build_cluster(
+    objects: ClusterObjects,
+    now: datetime,
+    *,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> Cluster:
+    """The objects in a Cluster, with what the controllers would have added (see the module
+    docstring): synthesized NodeClaims, conditions, computed PDBs, Ready NodeClasses."""
+    cluster = Cluster()
+    pools = {np.metadata.name: np for np in objects.nodepools}
+    for np in objects.nodepools:
+        cluster.upsert_nodepool(np)
+        cluster.upsert_nodeclass(nodeclass_key(np), True)
+    for nc, _ in objects.nodeclaims:
+        cluster.upsert_nodeclaim(nc.model_copy(deep=True))
+    sources = {node.name: source for node, source in objects.nodes}
+    for node, _ in objects.nodes:
+        cluster.upsert_node(node)
+    # Join as the cluster does (providerID, then status.nodeName): managed Nodes left without a
+    # NodeClaim get one.
+    for sn in cluster.state_nodes(now):
+        if sn.node is None or sn.nodeclaim is not None or not sn.node_pool:
+            continue
+        name = sn.node.name
+        while name in cluster.nodeclaims:
+            name += "-synthesized"
+        cluster.upsert_nodeclaim(
+            synthesized_nodeclaim(
+                sn.node, pools.get(sn.node_pool), sources[sn.node.name], name=name
+            )
+        )
+    for nc in cluster.nodeclaims.values():
+        pool = pools.get(nodepool_of(nc))
+        if pool is not None:
+            refresh_conditions(nc, pool, now)
+    for pod in objects.pods:
+        cluster.upsert_pod(pod)
+    for key, template in objects.daemonsets.items():
+        cluster.upsert_daemonset(key, template)
+    cluster.namespace_labels = {k: dict(v) for k, v in (namespace_labels or {}).items()}
+    cluster.replace_pdbs(read_pdb(doc, source, objects.pods) for doc, source in objects.pdbs)
+    cluster.replace_pvcs(objects.storage.claims.values())
+    cluster.replace_pvs(objects.storage.volumes.values())
+    cluster.replace_storage_classes(objects.storage.classes.values())
+    return cluster
+
+
+# ----------------------------------------------------------------------------- the decision
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionPlan:
+    """One evaluation and what it needs to be printed."""
+
+    decision: Decision
+    snapshot: Snapshot
+    instance_types: Mapping[str, Sequence[InstanceType]]
+    now: datetime
+
+    @property
+    def cost_before(self) -> float:
+        return sum(hourly_price(sn, self.instance_types) for sn in self.snapshot.nodes)
+
+    @property
+    def savings(self) -> float:
+        return sum(c.savings for c in self.decision.commands)
+
+    @property
+    def cost_after(self) -> float:
+        return self.cost_before - self.savings
+
+    def unchanged(self) -> list[tuple[str, str]]:
+        """(node, reason), nodes in natural name order."""
+        items = self.decision.unchanged.items()
+        return sorted(items, key=lambda kv: _natural(kv[0]))
+
+
+def plan_disruption(
+    manifests_cluster: ClusterObjects,
+    catalog: Sequence[InstanceType],
+    now: datetime,
+    *,
+    options: SolveOptions | None = None,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> DisruptionPlan:
+    """Evaluate disruption on the input with the controller's decision code."""
+    cluster = build_cluster(manifests_cluster, now, namespace_labels=namespace_labels)
+    snapshot = cluster.snapshot(now)
+    types = tuple(catalog)
+    instance_types: dict[str, Sequence[InstanceType]] = dict.fromkeys(snapshot.nodepools, types)
+    facts = Facts(
+        snapshot=snapshot,
+        instance_types=instance_types,
+        now=now,
+        options=options or SolveOptions(),
+        indexes=IndexCache(),
+    )
+    return DisruptionPlan(evaluate(facts), snapshot, instance_types, now)
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def _replacement_json(nc: NewNodeClaim) -> dict[str, object]:
+    return {
+        "nodePool": nc.node_pool,
+        "instanceType": nc.instance_type.name,
+        "instanceTypes": [it.name for it in nc.instance_types],
+        "capacityType": nc.offering.capacity_type,
+        "zone": nc.offering.zone,
+        "price": _price(nc.price),
+    }
+
+
+def command_json(command: Command) -> dict[str, object]:
+    return {
+        "method": command.method.value,
+        "reason": command.reason.value,
+        "candidates": [c.name for c in command.candidates],
+        "replacements": [_replacement_json(nc) for nc in command.replacements],
+        "savings": {"hourly": _price(command.savings)},
+    }
+
+
+def disruption_json(result: DisruptionPlan) -> dict[str, object]:
+    """The ``-o json`` contract. Keys and their order are part of it."""
+    return {
+        "commands": [command_json(c) for c in result.decision.commands],
+        "unchanged": [{"node": n, "reason": r} for n, r in result.unchanged()],
+        "cost": {"before": _price(result.cost_before), "after": _price(result.cost_after)},
+    }
+
+
+def render_json(result: DisruptionPlan) -> str:
+    return json.dumps(disruption_json(result), indent=2, sort_keys=False) + "\n"
+
+
+def _candidate_estimated(c: Candidate) -> bool:
+    it = c.instance_type
+    if it is None:
+        return False
+    return any(
+        o.price_estimated
+        for o in it.offerings
+        if o.zone == c.zone and o.capacity_type == c.capacity_type and o.price == c.price
+    )
+
+
+def _indent(text: str, prefix: str = "  ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
+def _command_block(index: int, command: Command) -> tuple[str, bool]:
+    """One command as text, and whether it shows an estimated price."""
+    estimated = False
+    rows = []
+    for c in command.candidates:
+        mark = ESTIMATED_MARK if _candidate_estimated(c) else ""
+        estimated = estimated or bool(mark)
+        rows.append(
+            [
+                c.name,
+                c.pool_name,
+                c.instance_type_name or "-",
+                c.zone or "-",
+                c.capacity_type or "-",
+                f"{mark}{_money(c.price)}",
+            ]
+        )
+    lines = [
+        f"{index}. {command.method.value} ({command.reason.value}): {command.explanation}",
+        f"  Candidates ({len(command.candidates)}):",
+        _indent(
+            _table(
+                ["NODE", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "PRICE/H"],
+                rows,
+                frozenset({5}),
+            ),
+            "    ",
+        ),
+    ]
+    if command.replacements:
+        reps = []
+        for nc in command.replacements:
+            mark = ESTIMATED_MARK if nc.offering.price_estimated else ""
+            estimated = estimated or bool(mark)
+            reps.append(
+                [
+                    nc.node_pool,
+                    nc.instance_type.name,
+                    nc.offering.zone,
+                    nc.offering.capacity_type,
+                    f"{mark}{_money(nc.price)}",
+                    str(len(nc.instance_types)),
+                ]
+            )
+        lines.append(f"  Replacements ({len(reps)}):")
+        lines.append(
+            _indent(
+                _table(
+                    ["NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "PRICE/H", "OPTIONS"],
+                    reps,
+                    frozenset({4, 5}),
+                ),
+                "    ",
+            )
+        )
+    else:
+        lines.append("  Replacements: none")
+    lines.append(f"  Saving: ${_money(command.savings)}/h")
+    return "\n".join(lines), estimated
+
+
+def render_table(result: DisruptionPlan) -> str:
+    """The ``-o table`` report: commands in order, nodes left alone, cost before and after."""
+    commands = result.decision.commands
+    total = len(result.snapshot.nodes)
+    disrupted = sum(len(c.candidates) for c in commands)
+    when = result.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    sections = [
+        f"Disruption at {when}: {_nodes(total)}, {disrupted} disrupted by "
+        f"{len(commands)} command{'s' if len(commands) != 1 else ''}"
+    ]
+    estimated = False
+    if commands:
+        blocks = []
+        for i, command in enumerate(commands, start=1):
+            text, marked = _command_block(i, command)
+            blocks.append(text)
+            estimated = estimated or marked
+        sections.append("Commands:\n" + "\n\n".join(blocks))
+    else:
+        sections.append("Commands: none")
+    unchanged = result.unchanged()
+    if unchanged:
+        sections.append(
+            f"Unchanged nodes ({len(unchanged)}):\n"
+            + _table(["NODE", "REASON"], [[n, r] for n, r in unchanged], frozenset())
+        )
+    cost = (
+        f"Hourly cost: before ${_money(result.cost_before)}, after ${_money(result.cost_after)}"
+        f", saving ${_money(result.savings)}"
+    )
+    if estimated:
+        cost += f"  ({ESTIMATED_MARK} marks an estimated spot price)"
+    sections.append(cost)
+    return "\n\n".join(sections) + "\n"
+
+
+# ----------------------------------------------------------------------------- command
+
+
+def run_disruption(
+    files: Sequence[str],
+    *,
+    instance_types: str | None = None,
+    output: OutputFormat = "table",
+    options: SolveOptions | None = None,
+    now: str | None = None,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    try:
+        at = parse_now(now) if now is not None else datetime.now(UTC)
+        manifests = load_manifests(files)
+        for warning in manifests.cluster.warnings:
+            print(f"warning: {warning}", file=stderr)
+        if not manifests.pools:
+            raise PlanError(NO_NODEPOOL)
+        catalog = plan_cli.load_catalog(instance_types)
+        result = plan_disruption(
+            manifests.cluster,
+            catalog,
+            at,
+            options=options,
+            namespace_labels=manifests.namespace_labels,
+        )
+    except (ManifestError, PlanError) as err:
+        print(f"error: {err}", file=stderr)
+        return EXIT_USAGE
+    for method in result.decision.timed_out:
+        print(
+            f"warning: {method.value} reached its time limit; the best command found is shown",
+            file=stderr,
+        )
+    if output == "json":
+        stdout.write(render_json(result))
+    else:
+        stdout.write(render_table(result))
+    return EXIT_OK
