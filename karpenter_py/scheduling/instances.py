@@ -10,20 +10,22 @@ hundreds of types, and the cheapest remaining option is the lowest set bit.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from karpenter_py.model.core import HostPort, Pod, Taint
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
     LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
     LABEL_NODE_INITIALIZED,
     LABEL_NODE_REGISTERED,
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_ZONE,
 )
 from karpenter_py.scheduling.hostports import conflict
-from karpenter_py.scheduling.inputs import PoolTemplate
+from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate
 from karpenter_py.scheduling.requirements import (
     WELL_KNOWN,
     Req,
@@ -31,7 +33,8 @@ from karpenter_py.scheduling.requirements import (
     compatible,
     intersects,
 )
-from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, untolerated
+from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, is_ephemeral, untolerated
+from karpenter_py.scheduling.topology import Placed
 
 _NEGATIVE = frozenset({"NotIn", "DoesNotExist"})
 
@@ -437,6 +440,9 @@ class IndexCache:
         # id(labels) -> (labels, their requirements): existing nodes' labels keep their identity
         # across the simulations of a disruption pass, and parsing them was half of each solve.
         self._labels: dict[int, tuple[Mapping[str, str], Requirements]] = {}
+        # id(ExistingNode) -> (node, what a solve derives from it): the same objects serve every
+        # simulation of a disruption pass.
+        self._existing: dict[int, tuple[ExistingNode, SlotParts]] = {}
 
     def node_requirements(self, labels: Mapping[str, str]) -> Requirements:
         """``Requirements.from_labels(labels)``, memoised by the mapping's identity."""
@@ -448,6 +454,17 @@ class IndexCache:
             self._labels.clear()
         self._labels[id(labels)] = (labels, reqs)
         return reqs
+
+    def existing_parts(self, ex: ExistingNode) -> SlotParts:
+        """``existing_slot_parts(ex)``, memoised by the node's identity."""
+        held = self._existing.get(id(ex))
+        if held is not None and held[0] is ex:
+            return held[1]
+        parts = existing_slot_parts(ex, self.node_requirements)
+        if len(self._existing) >= 20_000:
+            self._existing.clear()
+        self._existing[id(ex)] = (ex, parts)
+        return parts
 
     def get(
         self, pool: PoolTemplate, instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod]
@@ -464,3 +481,47 @@ class IndexCache:
         while len(self._entries) > self.size:
             del self._entries[next(iter(self._entries))]
         return index
+
+
+TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotParts:
+    """What a solve derives from an existing node before placing anything: its requirements,
+    the taints that count, the room left after its pods, their host ports, and the pods as
+    topology sees them. Read-only: a solve copies ``remaining`` and ``ports``."""
+
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    remaining: Mapping[str, int]
+    ports: tuple[HostPort, ...]
+    placed: tuple[Placed, ...]
+
+
+def existing_slot_parts(
+    ex: ExistingNode,
+    node_requirements: Callable[[Mapping[str, str]], Requirements] = Requirements.from_labels,
+) -> SlotParts:
+    node = ex.node
+    labels = node.labels
+    if LABEL_HOSTNAME not in labels:
+        labels = {**labels, LABEL_HOSTNAME: node.name}
+    reqs = node_requirements(labels)
+    taints = node.taints
+    if node.unschedulable and not any(t.key == TAINT_NODE_UNSCHEDULABLE for t in taints):
+        # A cordoned node: the node controller taints it so, and kube-scheduler honours it.
+        taints = (*taints, Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule"))
+    if ex.node_pool and not ex.initialized:
+        taints = tuple(t for t in taints if not is_ephemeral(t))
+    remaining = dict(node.allocatable)
+    ports: list[HostPort] = []
+    placed: list[Placed] = []
+    for pod in ex.pods:
+        if pod.is_terminal():
+            continue
+        for name, amount in pod.requests.items():
+            remaining[name] = remaining.get(name, 0) - amount
+        ports.extend(pod.host_ports)
+        placed.append(Placed(pod, reqs, taints))
+    return SlotParts(reqs, taints, remaining, tuple(ports), tuple(placed))

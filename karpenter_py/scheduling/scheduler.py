@@ -10,11 +10,10 @@ ends when a full pass over the queue places nothing and relaxes nothing.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
-from karpenter_py.model.core import HostPort, Pod, Taint
+from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import Offering
 from karpenter_py.model.labels import (
     ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED,
@@ -35,14 +34,16 @@ from karpenter_py.scheduling.inputs import (
     SolveInput,
     VolumeAlternatives,
 )
-from karpenter_py.scheduling.instances import IndexCache, PoolIndex, iter_bits
+from karpenter_py.scheduling.instances import (
+    IndexCache,
+    PoolIndex,
+    existing_slot_parts,
+    iter_bits,
+)
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.requirements import Req, Requirements
-from karpenter_py.scheduling.taints import is_ephemeral
 from karpenter_py.scheduling.topology import DomainSource, Placed, Topology
-
-TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
 
 
 def solve(
@@ -93,9 +94,7 @@ class _Solver:
         self.prefer_no_schedule = any(
             t.effect == "PreferNoSchedule" for p in self.pools for t in p.taints
         )
-        self.node_requirements = (
-            cache.node_requirements if cache is not None else Requirements.from_labels
-        )
+        self.slot_parts = cache.existing_parts if cache is not None else existing_slot_parts
         self.slots, placed = self._existing_slots(inp.existing)
         self.topology = Topology(
             universe=self._universe(), placed=placed, namespace_labels=namespace_labels
@@ -117,60 +116,26 @@ class _Solver:
         for ex in existing:
             if ex.marked_for_deletion or ex.node.deletion_timestamp:
                 continue
-            node = ex.node
-            labels = node.labels
-            if LABEL_HOSTNAME not in labels:
-                labels = {**labels, LABEL_HOSTNAME: node.name}
-            reqs = self.node_requirements(labels)
-            taints = node.taints
-            if node.unschedulable and not any(t.key == TAINT_NODE_UNSCHEDULABLE for t in taints):
-                # A cordoned node: the node controller taints it so, and kube-scheduler honours it.
-                taints = (*taints, Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule"))
-            if ex.node_pool and not ex.initialized:
-                taints = tuple(t for t in taints if not is_ephemeral(t))
-            remaining = dict(node.allocatable)
-            ports: list[HostPort] = []
-            for pod in ex.pods:
-                if pod.is_terminal():
-                    continue
-                for name, amount in pod.requests.items():
-                    remaining[name] = remaining.get(name, 0) - amount
-                ports.extend(pod.host_ports)
-                placed.append(Placed(pod, reqs, taints))
+            parts = self.slot_parts(ex)
+            placed.extend(parts.placed)
             slots.append(
                 ExistingSlot(
-                    name=node.name,
-                    requirements=reqs,
-                    taints=taints,
-                    remaining=remaining,
-                    ports=ports,
+                    name=ex.node.name,
+                    requirements=parts.requirements,
+                    taints=parts.taints,
+                    remaining=dict(parts.remaining),
+                    ports=list(parts.ports),
                     initialized=ex.initialized,
                 )
             )
         slots.sort(key=lambda s: (not s.initialized, s.name))
         return slots, placed
 
-    def _universe(self) -> dict[str, dict[str, list[DomainSource]]]:
-        """Every value each label can take on a node: from NodePools' types and from existing nodes."""
-        universe: dict[str, dict[str, list[DomainSource]]] = {}
-        for idx in self.indexes:
-            source = DomainSource(idx.requirements, idx.taints)
-            for key, per_value in idx.value_masks.items():
-                req = idx.requirements.get(key)
-                for value in per_value:
-                    if req is None or req.has(value):
-                        universe.setdefault(key, {}).setdefault(value, []).append(source)
-            for key, req in idx.requirements.items():
-                if not req.complement:
-                    for value in req.values:
-                        universe.setdefault(key, {}).setdefault(value, []).append(source)
-        for slot in self.slots:
-            source = DomainSource(slot.requirements, slot.taints)
-            for key, req in slot.requirements.items():
-                single = req.single()
-                if single is not None:
-                    universe.setdefault(key, {}).setdefault(single, []).append(source)
-        return universe
+    def _universe(self) -> Mapping[str, Mapping[str, Sequence[DomainSource]]]:
+        """Every value each label can take on a node: from NodePools' types and from existing
+        nodes. Built per key on first use: a solve asks about a few keys (zone, hostname), and
+        building all ~50 for hundreds of nodes was most of a disruption simulation's cost."""
+        return _Universe(self.indexes, self.slots)
 
     def _register(self, st: PodState) -> None:
         self.topology.register(
@@ -409,6 +374,60 @@ class _Solver:
             ),
             tuple(claim.pods),
         )
+
+
+class _Universe(Mapping[str, Mapping[str, Sequence[DomainSource]]]):
+    """The solve's label universe (see ``_Solver._universe``), computed key by key."""
+
+    def __init__(self, indexes: Sequence[PoolIndex], slots: Sequence[ExistingSlot]) -> None:
+        self._indexes = indexes
+        self._slots = slots
+        self._built: dict[str, dict[str, list[DomainSource]]] = {}
+        self._keys: list[str] | None = None
+
+    def __getitem__(self, key: str) -> Mapping[str, Sequence[DomainSource]]:
+        built = self._built.get(key)
+        if built is None:
+            built = self._build(key)
+            if not built:
+                raise KeyError(key)
+        return built
+
+    def _build(self, key: str) -> dict[str, list[DomainSource]]:
+        values: dict[str, list[DomainSource]] = {}
+        for idx in self._indexes:
+            source = DomainSource(idx.requirements, idx.taints)
+            req = idx.requirements.get(key)
+            for value in idx.value_masks.get(key, ()):
+                if req is None or req.has(value):
+                    values.setdefault(value, []).append(source)
+            if req is not None and not req.complement:
+                for value in req.values:
+                    values.setdefault(value, []).append(source)
+        for slot in self._slots:
+            req = slot.requirements.get(key)
+            single = req.single() if req is not None else None
+            if single is not None:
+                values.setdefault(single, []).append(DomainSource(slot.requirements, slot.taints))
+        self._built[key] = values
+        return values
+
+    def _all_keys(self) -> list[str]:
+        if self._keys is None:
+            keys: dict[str, None] = {}
+            for idx in self._indexes:
+                keys.update(dict.fromkeys(idx.value_masks))
+                keys.update(dict.fromkeys(idx.requirements))
+            for slot in self._slots:
+                keys.update(dict.fromkeys(slot.requirements))
+            self._keys = [k for k in keys if self.get(k)]
+        return self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all_keys())
+
+    def __len__(self) -> int:
+        return len(self._all_keys())
 
 
 @dataclass(frozen=True, slots=True)
