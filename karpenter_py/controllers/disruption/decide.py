@@ -115,7 +115,7 @@ def evaluate(
     eligible: dict[Method, int] = {}
     current = facts
     unchanged: dict[str, str] = {}
-    for _ in range(max_commands):
+    for step in range(max_commands):
         decision = next_command(current, timer=timer)
         timed_out.extend(m for m in decision.timed_out if m not in timed_out)
         for m, n in decision.eligible.items():
@@ -130,7 +130,9 @@ def evaluate(
         for c in command.candidates:
             disrupting[c.pool_name] = disrupting.get(c.pool_name, 0) + 1
         current = replace(
-            current, snapshot=apply_command(current.snapshot, command), disrupting=disrupting
+            current,
+            snapshot=apply_command(current.snapshot, command, tag=str(step)),
+            disrupting=disrupting,
         )
     # Replacement nodes of earlier commands are not real nodes: report only nodes that exist.
     existing = {n.name for n in facts.snapshot.nodes}
@@ -685,9 +687,14 @@ def _narrow(
     )
 
 
-def apply_command(snapshot: Snapshot, command: Command) -> Snapshot:
+def apply_command(snapshot: Snapshot, command: Command, *, tag: str = "0") -> Snapshot:
     """The snapshot as it will be once ``command`` is done: candidates gone, their pods on the
-    nodes the simulation chose, replacements present as initialized nodes holding their pods."""
+    nodes the simulation chose, replacements present as initialized nodes holding their pods.
+
+    Replacements are named ``replacement-<tag>-<n>``: the solver's placeholder hostnames restart
+    in every solve, so ``tag`` (the command's step in an evaluation) keeps names unique. They
+    have no NodeClaim, so later steps never disrupt them: a node launched a moment ago is not
+    consolidated either (consolidateAfter counts from its initialization)."""
     gone = {c.name for c in command.candidates}
     pods_by_node = {k: v for k, v in snapshot.pods_by_node.items() if k not in gone}
     for pl in command.placements:
@@ -697,8 +704,8 @@ def apply_command(snapshot: Snapshot, command: Command) -> Snapshot:
         )
     moved = {p.key for c in command.candidates for p in c.pods}
     nodes = [n for n in snapshot.nodes if n.name not in gone]
-    for nc in command.replacements:
-        name = f"replacement-{nc.hostname}"
+    for n, nc in enumerate(command.replacements):
+        name = f"replacement-{tag}-{n}"
         labels = {
             **nc.labels,
             LABEL_HOSTNAME: name,

@@ -10,6 +10,7 @@ import pytest
 
 from karpenter_py.controllers.disruption.decide import (
     Facts,
+    apply_command,
     evaluate,
     hourly_price,
     next_command,
@@ -328,3 +329,19 @@ def test_with_one_type_the_pair_cannot_swap_and_one_node_is_deleted() -> None:
     assert [(p.node_name, [x.key for x in p.pods]) for p in cmd.placements] == [
         ("b", ["default/a-p0"])
     ]
+
+
+def test_replacements_of_successive_commands_keep_distinct_names() -> None:
+    """The solver's placeholder hostnames restart every solve; applied commands must not
+    overwrite each other's replacement nodes (pods would vanish from later steps)."""
+    c = build([("a", C4, ["1"])])
+    snap = c.snapshot(NOW)
+    (cmd,) = next_command(facts(c)).commands
+    assert len(cmd.replacements) == 1
+    once = apply_command(snap, cmd, tag="0")
+    twice = apply_command(once, cmd, tag="1")
+    assert sorted(n.name for n in twice.nodes) == ["replacement-0-0", "replacement-1-0"]
+    assert {k: [p.key for p in v] for k, v in twice.pods_by_node.items()} == {
+        "replacement-0-0": ["default/a-p0"],
+        "replacement-1-0": ["default/a-p0"],
+    }
