@@ -17,6 +17,7 @@ from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock, RealClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.disruption.controller import Disruption
 from karpenter_py.controllers.nodeclaim.consistency import NodeClaimConsistency
 from karpenter_py.controllers.nodeclaim.disruption import NodeClaimDisruption
 from karpenter_py.controllers.nodeclaim.expiration import NodeClaimExpiration
@@ -51,6 +52,7 @@ from karpenter_py.kube.resources import (
     Resource,
 )
 from karpenter_py.launcher.launch import Launcher
+from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.manager.adapters import KubeNodeAPI, KubeNodeClaimWriter
 from karpenter_py.manager.leader import LeaderElector, Leadership, default_identity
 from karpenter_py.manager.probes import serve
@@ -149,19 +151,39 @@ class App:
         self.batcher: Batcher[str] = Batcher(
             idle=settings.batch_idle_duration, max_window=settings.batch_max_duration
         )
-        self.provisioner = Provisioner(
+        options = SolveOptions(
+            preference_policy=settings.preference_policy,
+            min_values_policy=settings.min_values_policy,
+        )
+        # One round runner for provisioning and disruption: the same instance types, solver
+        # and index cache.
+        self.rounds = RoundRunner(
             cluster=self.cluster,
             writer=KubeNodeClaimWriter(client),
             cloud=self.cloud,
             clock=self.clock,
-            batcher=self.batcher,
-            options=SolveOptions(
-                preference_policy=settings.preference_policy,
-                min_values_policy=settings.min_values_policy,
-            ),
             offerings=self.launcher.unavailable,
             events=ProvisioningEvents(self.recorder, self.metrics),
+        )
+        self.provisioner = Provisioner(
+            cluster=self.cluster,
+            writer=self.rounds.writer,
+            cloud=self.cloud,
+            clock=self.clock,
+            batcher=self.batcher,
+            options=options,
             observe=self.scheduling_metrics.observe_round,
+            rounds=self.rounds,
+        )
+        self.disruption = Disruption(
+            client=client,
+            cluster=self.cluster,
+            rounds=self.rounds,
+            recorder=self.recorder,
+            clock=self.clock,
+            metrics=self.metrics,
+            options=options,
+            spot_to_spot=settings.feature_gates.spot_to_spot_consolidation,
         )
         self._build_lifecycle()
         self.reflectors = self._reflectors()
@@ -334,6 +356,7 @@ class App:
             tg.create_task(self.readiness.run())
             tg.create_task(self.expiration.run())
             tg.create_task(self.nodeclaim_disruption.run())
+            tg.create_task(self.disruption.run())
             tg.create_task(self.podevents.run())
             tg.create_task(self.consistency.run())
 

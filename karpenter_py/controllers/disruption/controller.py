@@ -17,7 +17,10 @@ c. the decision (``decide.next_command``) on a snapshot, each pool's instance ty
 d. consolidation and emptiness commands wait 15 s and are re-validated on fresh facts
    (``decide.revalidate``; emptiness may shrink to the still-empty subset); a rejection publishes
    ``ConsolidationRejected`` and counts ``karpenter_voluntary_disruption_failed_validations_total``;
-e. the command goes to the :class:`~karpenter_py.controllers.disruption.queue.OrchestrationQueue`.
+e. the command goes to the :class:`~karpenter_py.controllers.disruption.queue.OrchestrationQueue`;
+   the pass waits until the queue has tainted the candidates, created the replacements and marked
+   the candidates for deletion (upstream's synchronous StartCommand), so the next pass's budgets
+   count them; waiting for the replacements and the deletes go on in the queue's own task.
 
 The last decision is kept (``last_decision``; ``report()`` gives it as JSON-ready data) and logged,
 so "why is this node still here?" has an answer on demand.
@@ -202,7 +205,9 @@ class Disruption:
             if validated is None:
                 return False
             command = validated
-        self.queue.add(command)
+        entry = self.queue.add(command)
+        # Like upstream's synchronous StartCommand: the next pass sees the candidates marked.
+        await entry.wait_started()
         return True
 
     def _unchanged_since_noop(self, generation: int) -> bool:

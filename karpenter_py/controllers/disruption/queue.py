@@ -123,6 +123,12 @@ class Entry:
     marked: bool = False
     outcome: Outcome = Outcome.PENDING
     detail: str = ""
+    # Set once steps 1-3 are over (candidates marked for deletion) or the command ended: the
+    # controller's next pass waits for it, so budgets already count these candidates.
+    started_event: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    async def wait_started(self) -> None:
+        await self.started_event.wait()
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -353,7 +359,9 @@ class OrchestrationQueue:
         await self._running.wait()
 
     def add(self, command: Command) -> Entry:
-        """Accept a command; its candidates count as queued from this moment on."""
+        """Accept a command; its candidates count as queued from this moment on. Await
+        ``Entry.wait_started()`` before deciding again: until the candidates are marked for
+        deletion (step 3) the budgets do not count them yet."""
         if self._tg is None:
             raise RuntimeError("the orchestration queue is not running")
         entry = Entry(
@@ -385,6 +393,7 @@ class OrchestrationQueue:
         finally:
             self._entries.pop(entry.id, None)
             self.history.append(entry)
+            entry.started_event.set()
 
     # ------------------------------------------------------------------ the steps
     async def execute(self, entry: Entry) -> Outcome:
@@ -395,6 +404,7 @@ class OrchestrationQueue:
             await self._taint(entry)
             await self._launch(entry)
             self._mark(entry)
+            entry.started_event.set()
             await self._wait_initialized(entry)
         except _Abort as abort:
             await self._rollback(entry, abort.outcome, abort.detail)

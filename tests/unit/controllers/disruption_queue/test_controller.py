@@ -157,6 +157,8 @@ async def test_a_drift_command_goes_to_the_queue_without_validation() -> None:
         await w.queue.wait_running()
         assert await d.reconcile() is True
         assert w.queue.queued_nodes() == frozenset({"n1"})
+        # The pass returns once the candidate is marked: the next one's budgets count it.
+        assert w.state_node("n1").marked_for_deletion
         assert d.report()["queue"][0]["candidates"] == ["n1"]
         runner.cancel()
 

@@ -286,6 +286,7 @@ async def test_queued_nodes_are_known_from_add_until_the_command_finishes() -> N
         runner = tg.create_task(w.queue.run())
         await w.queue.wait_running()
         e = w.queue.add(cmd)
+        assert not e.started_event.is_set()
         assert w.queue.queued_nodes() == frozenset({"n1"})
         assert w.queue.queued_nodeclaims() == frozenset({"n1"})
         assert (
@@ -297,7 +298,9 @@ async def test_queued_nodes_are_known_from_add_until_the_command_finishes() -> N
             )
             == 1.0
         )
-        await settle()
+        await e.wait_started()
+        assert marked(w, "n1")  # step 3 done when the controller may decide again
+        assert e.outcome.value == "Pending"
         w.api.set_conditions(e.replacements[0], "Launched", "Registered", "Initialized")
         w.clock.step(1.0)
         await settle()
