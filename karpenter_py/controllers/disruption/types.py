@@ -106,6 +106,8 @@ class Decision:
     controller loop; the offline plan shows them all in order) and why each other node stays."""
 
     commands: tuple[Command, ...] = ()
-    unchanged: dict[str, str] = field(default_factory=dict)  # node name -> reason a person can act on
+    unchanged: dict[str, str] = field(
+        default_factory=dict
+    )  # node name -> reason a person can act on
     timed_out: tuple[Method, ...] = ()  # methods that hit their time limit (best found returned)
     eligible: dict[Method, int] = field(default_factory=dict)  # candidates each method considered
