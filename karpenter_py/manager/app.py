@@ -376,6 +376,8 @@ class App:
                     host=host,
                     health_port=s.health_probe_port,
                     metrics_port=s.metrics_port,
+                    # The last disruption decision: commands, and why each other node stays.
+                    debug={"disruption": self.disruption.report},
                 )
             )
             tg.create_task(self.run_informers())

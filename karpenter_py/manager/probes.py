@@ -11,6 +11,9 @@ TaskGroup); leaving the block, or cancelling the task, closes the listeners.
   with a short text body naming what is not ready. ``?verbose`` lists every check, as the
   apiserver's own probes do.
 
+* ``/debug/<name>`` on the metrics listener answers the named report as JSON (the manager
+  serves ``/debug/disruption``: the last decision and why every other node stays).
+
 Port 0 binds an ephemeral port (tests); :attr:`ProbeServers.health_port` and
 :attr:`ProbeServers.metrics_port` report what was bound.
 """
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Self
 
+import orjson
 from aiohttp import web
 
 from karpenter_py.aio.tasks import bounded
@@ -103,8 +107,11 @@ class ProbeServers:
         metrics_port: int = 8080,
         liveness: Checks | None = None,
         shutdown_timeout: float = 5.0,
+        debug: Mapping[str, Callable[[], object]] | None = None,
     ) -> None:
         self.host = host
+        # /debug/<name> on the metrics listener answers JSON from these (e.g. "disruption").
+        self._debug = dict(debug or {})
         self._readiness = _as_checks(readiness, DEFAULT_READINESS_NAME)
         self._liveness = _as_checks(liveness, "")
         self._metrics = metrics
@@ -121,6 +128,17 @@ class ProbeServers:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         return _answer(request, _run_checks(self._readiness), failure_status=503)
+
+    async def _debug_handler(self, request: web.Request) -> web.Response:
+        report = self._debug.get(request.match_info["name"])
+        if report is None:
+            return web.json_response(
+                {"error": "unknown report", "known": sorted(self._debug)}, status=404
+            )
+        return web.Response(
+            body=orjson.dumps(report(), option=orjson.OPT_INDENT_2),
+            content_type="application/json",
+        )
 
     async def _metrics_handler(self, request: web.Request) -> web.Response:
         del request
@@ -167,7 +185,10 @@ class ProbeServers:
     async def start(self) -> BoundPorts:
         health_port, metrics_port = self._requested
         health_routes = [web.get("/healthz", self._healthz), web.get("/readyz", self._readyz)]
-        metrics_routes = [web.get("/metrics", self._metrics_handler)]
+        metrics_routes = [
+            web.get("/metrics", self._metrics_handler),
+            web.get("/debug/{name}", self._debug_handler),
+        ]
         try:
             if health_port == metrics_port and health_port != 0:
                 port = await self._start_site(health_routes + metrics_routes, health_port)
@@ -222,6 +243,7 @@ async def serve(
     metrics_port: int = 8080,
     liveness: Checks | None = None,
     started: Callable[[BoundPorts], None] | None = None,
+    debug: Mapping[str, Callable[[], object]] | None = None,
 ) -> None:
     """Serve until cancelled; meant for ``tg.create_task(serve(...))`` in the manager.
 
@@ -234,6 +256,7 @@ async def serve(
         health_port=health_port,
         metrics_port=metrics_port,
         liveness=liveness,
+        debug=debug,
     ) as servers:
         if started is not None:
             started(servers.ports)

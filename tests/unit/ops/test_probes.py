@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 
 import aiohttp
 import pytest
@@ -169,3 +170,23 @@ async def test_cancelling_at_any_point_of_startup_leaks_no_listening_socket() ->
         with contextlib.suppress(asyncio.CancelledError):
             await task
         gc.collect()
+
+
+async def test_debug_reports_are_json_on_the_metrics_listener():
+    report = {
+        "unchanged": {"node-a": 'pod shop/db-0 has annotation karpenter.sh/do-not-disrupt: "true"'}
+    }
+    async with ProbeServers(
+        readiness=lambda: True,
+        metrics=Metrics(),
+        host=HOST,
+        health_port=0,
+        metrics_port=0,
+        debug={"disruption": lambda: report},
+    ) as servers:
+        status, body, ctype = await fetch(servers.metrics_port, "/debug/disruption")
+        assert (status, ctype) == (200, "application/json")
+        assert json.loads(body) == report
+        status, body, _ = await fetch(servers.metrics_port, "/debug/nothing")
+        assert status == 404
+        assert json.loads(body) == {"error": "unknown report", "known": ["disruption"]}
