@@ -23,6 +23,7 @@ from karpenter_py.kube import (
     NODECLAIMS,
     NODEPOOLS,
     NODES,
+    PODDISRUPTIONBUDGETS,
     PODS,
     KubeClient,
     NotFoundError,
@@ -36,6 +37,7 @@ from tests.cluster.harness import (
     eventually,
     namespace,
     nodepool,
+    pdb,
     prepared_client,
     unique,
 )
@@ -405,6 +407,73 @@ async def test_a_zero_budget_blocks_with_an_event(client: KubeClient) -> None:
                     )
                     == 0.0
                 )
+        finally:
+            await clean_pool(client, pool, ns)
+
+
+async def test_three_nodes_become_one(client: KubeClient) -> None:
+    pool = unique("pool")
+    body = pool_body(
+        pool,
+        instance_types=["c-4x-amd64-linux"],
+        budgets=[{"nodes": "100%"}],  # the default 10% would let one node go at a time
+    )
+    await client.create(NODEPOOLS, body)
+    async with namespace(client) as ns:
+        app = new_app(client)
+        try:
+            async with running(app):
+                # A 3-cpu ballast pod per 4-cpu node, then one 500m pod per node (0.9 cpu is
+                # left on each); without the ballast the three small pods fit on one node.
+                await client.create(
+                    DEPLOYMENTS, deployment("ballast", ns, pool, replicas=3, cpu="3")
+                )
+                await wait_running(client, ns, 3)
+                await client.create(
+                    DEPLOYMENTS, deployment("small", ns, pool, replicas=3, cpu="500m")
+                )
+                await wait_running(client, ns, 6)
+                first = names(await claims_of(client, pool))
+                assert len(first) == 3
+                await client.delete(DEPLOYMENTS, "ballast", namespace=ns)
+
+                async def consolidated() -> bool:
+                    claims = await claims_of(client, pool)
+                    pods = await running_pods(client, ns)
+                    return (
+                        len(claims) == 1
+                        and len(pods) == 3
+                        and {p["spec"].get("nodeName") for p in pods}
+                        == {claims[0]["status"].get("nodeName")}
+                    )
+
+                await eventually(consolidated, within=90, interval=0.5, what="3 nodes -> 1")
+                done = [e for e in app.disruption.queue.history if e.outcome.value == "Succeeded"]
+                assert [e.command.method.value for e in done] == ["multi-node-consolidation"]
+                assert len(done[0].command.candidates) >= 2
+        finally:
+            await clean_pool(client, pool, ns)
+
+
+async def test_a_pdb_allowing_no_disruption_blocks_and_says_so(client: KubeClient) -> None:
+    pool = unique("pool")
+    await client.create(NODEPOOLS, pool_body(pool, consolidate_after="2s"))
+    async with namespace(client) as ns:
+        app = new_app(client)
+        try:
+            await client.create(PODDISRUPTIONBUDGETS, pdb("keep", {"app": "web"}), namespace=ns)
+            async with running(app):
+                await client.create(DEPLOYMENTS, deployment("web", ns, pool))
+                await wait_running(client, ns, 1)
+                (claim,) = await claims_of(client, pool)
+                node_name = claim["status"]["nodeName"]
+                await eventually(
+                    lambda: has_event(client, node_name, "Unconsolidatable", f"PDB {ns}/keep"),
+                    within=45,
+                    interval=0.5,
+                    what="Unconsolidatable naming the PDB",
+                )
+                assert names(await claims_of(client, pool)) == {claim["metadata"]["name"]}
         finally:
             await clean_pool(client, pool, ns)
 
