@@ -51,6 +51,7 @@ from karpenter_py.controllers.disruption.decide import (
 )
 from karpenter_py.controllers.disruption.queue import (
     OrchestrationQueue,
+    Outcome,
     set_disrupted_taint,
     set_disruption_reason,
 )
@@ -208,7 +209,9 @@ class Disruption:
         entry = self.queue.add(command)
         # Like upstream's synchronous StartCommand: the next pass sees the candidates marked.
         await entry.wait_started()
-        return True
+        # A command that failed to start (taint or create failed) waits out the period before
+        # the next pass rather than retrying in a tight loop.
+        return entry.outcome in (Outcome.PENDING, Outcome.SUCCEEDED)
 
     def _unchanged_since_noop(self, generation: int) -> bool:
         if self._noop_generation is None or generation != self._noop_generation:

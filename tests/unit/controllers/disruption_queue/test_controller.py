@@ -185,3 +185,18 @@ async def test_a_rejected_consolidation_publishes_consolidation_rejected() -> No
         == 1.0
     )
     assert len(w.queue) == 0
+
+
+async def test_a_command_that_fails_to_start_waits_for_the_next_period() -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    w.api.fail.add(("create", "nodeclaims", "*"))
+    cmd = w.command("n1", method=Method.DRIFT, replacements=[w.replacement()])
+    d = controller(w, FakeDecide(Decision(commands=(cmd,))))
+    async with asyncio.TaskGroup() as tg:
+        runner = tg.create_task(w.queue.run())
+        await w.queue.wait_running()
+        assert await d.reconcile() is False
+        assert [e.outcome.value for e in w.queue.history] == ["ReplacementCreateFailed"]
+        assert w.api.taints("n1") == [OTHER_TAINT]
+        runner.cancel()
