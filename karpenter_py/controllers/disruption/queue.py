@@ -383,7 +383,8 @@ class OrchestrationQueue:
             # No API writes after losing the Lease: drop what only this process knows; the next
             # leader's hygiene pass removes the taints and conditions.
             if entry.marked:
-                self.cluster.unmark_for_deletion(*entry.nodeclaim_names)
+                kept = [n for n in entry.nodeclaim_names if n not in entry.deleted]
+                self.cluster.unmark_for_deletion(*kept)
                 entry.marked = False
             entry.outcome = Outcome.CANCELLED
             raise
