@@ -26,6 +26,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED
 from karpenter_py.scheduling.fromstate import nodeclass_key, provisionable_pools
 from karpenter_py.scheduling.inputs import SolveInput
 from karpenter_py.scheduling.instances import IndexCache
@@ -38,6 +39,7 @@ log = logging.getLogger("karpenter.launcher.round")
 
 # Solves with more pods than this run in a worker thread.
 THREAD_THRESHOLD = 200
+REASON_PROVISIONED = "provisioned"
 
 
 class NodeClaimWriter(Protocol):
@@ -53,7 +55,7 @@ class OfferingFilter(Protocol):
 class Events(Protocol):
     def pod_nominated(self, pod: Pod, target: str) -> None: ...
     def pod_failed_scheduling(self, pod: Pod, reason: str) -> None: ...
-    def nodeclaim_created(self, nodepool: str) -> None: ...
+    def nodeclaim_created(self, nodepool: str, reason: str, min_values_relaxed: bool) -> None: ...
 
 
 class RoundRunner:
@@ -112,11 +114,17 @@ class RoundRunner:
 
     # ------------------------------------------------------------------ effects
     async def create(
-        self, claims: Sequence[NewNodeClaim], nodepools: Mapping[str, NodePool]
+        self,
+        claims: Sequence[NewNodeClaim],
+        nodepools: Mapping[str, NodePool],
+        *,
+        reason: str = REASON_PROVISIONED,
     ) -> tuple[dict[NewNodeClaim, str], list[BaseException]]:
         """Write every planned NodeClaim concurrently; record each in state as soon as it exists,
         so the next round counts it even before its watch event arrives. Returns the created
-        names and the failures (one failed write never aborts the others)."""
+        names and the failures (one failed write never aborts the others). ``reason`` is the
+        ``karpenter_nodeclaims_created_total`` reason: "provisioned", or the lower-case
+        disruption reason for replacements, as upstream labels them."""
         created: dict[NewNodeClaim, str] = {}
         failures: list[BaseException] = []
 
@@ -140,7 +148,8 @@ class RoundRunner:
             self.cluster.reserve(name, largest_capacity(nc))
             created[nc] = name
             if self.events is not None:
-                self.events.nodeclaim_created(nc.node_pool)
+                relaxed = nc.annotations.get(ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED) == "true"
+                self.events.nodeclaim_created(nc.node_pool, reason, relaxed)
 
         async with asyncio.TaskGroup() as tg:
             for nc in claims:

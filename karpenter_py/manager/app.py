@@ -121,9 +121,11 @@ class ProvisioningEvents:
             event_type="Warning",
         )
 
-    def nodeclaim_created(self, nodepool: str) -> None:
+    def nodeclaim_created(self, nodepool: str, reason: str, min_values_relaxed: bool) -> None:
         self.metrics.nodeclaims_created.labels(
-            reason="provisioned", nodepool=nodepool, min_values_relaxed="false"
+            reason=reason,
+            nodepool=nodepool,
+            min_values_relaxed="true" if min_values_relaxed else "false",
         ).inc()
 
 
@@ -164,6 +166,8 @@ class App:
             clock=self.clock,
             offerings=self.launcher.unavailable,
             events=ProvisioningEvents(self.recorder, self.metrics),
+            # Upstream: nominations last max(2 x BATCH_MAX_DURATION, 10 s).
+            nomination_seconds=max(2 * settings.batch_max_duration, 10.0),
         )
         self.provisioner = Provisioner(
             cluster=self.cluster,

@@ -176,14 +176,19 @@ class Cluster:
         self.nodeclasses.update({(group, kind, name): r for name, r in ready.items()})
         self.generation += 1
 
+    # PDB changes bump ``generation``: disruption skips passes while nothing moved, and a PDB
+    # that starts allowing a disruption must end that skip.
     def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
         self.pdbs[pdb.key] = pdb
+        self.generation += 1
 
     def delete_pdb(self, key: str) -> None:
         self.pdbs.pop(key, None)
+        self.generation += 1
 
     def replace_pdbs(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
         self.pdbs = {p.key: p for p in pdbs}
+        self.generation += 1
 
     # Storage changes do not bump ``generation``: nothing generation-gated reads them, and a
     # pod waiting on a claim is retried by the provisioner's resync.

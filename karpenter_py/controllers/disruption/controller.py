@@ -249,6 +249,8 @@ class Disruption:
     async def validate(self, command: Command) -> Command | None:
         """Wait the validation delay, then re-check on fresh facts. The command to run (emptiness
         may have shrunk), or None after publishing the rejection."""
+        for c in command.candidates:
+            events.candidate(self.recorder, c, command.explanation, self.validation_delay)
         await self.clock.sleep(self.validation_delay)
         snapshot = self.cluster.snapshot(self.clock.now())
         facts = await self.facts(snapshot)

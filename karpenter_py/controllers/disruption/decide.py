@@ -387,25 +387,43 @@ class _Pass:
         return best
 
     def _greedy_search(self, cands: list[Candidate], expired: Callable[[], bool]) -> Command | None:
-        """Ours: grow a set in order, keeping a candidate when the set still consolidates, to
-        fewer nodes than it holds and for a larger saving. Finds non-prefix sets and N -> M."""
-        chosen: list[Candidate] = []
+        """Ours, two linear scans in candidate order, each allowing N -> M replacements (M < N):
+
+        * every prefix, not only the ones a binary search visits (three small nodes may merge
+          into one bigger node although no two of them can);
+        * a growing set that keeps a candidate only when the set then saves more, which finds
+          sets that are not prefixes (a node that cannot move is skipped, not a barrier).
+
+        The command with the largest saving wins; ties keep the fewer candidates."""
         best: Command | None = None
-        for c in cands:
-            if expired():
-                break
-            trial = [*chosen, c]
+
+        def consider(trial: list[Candidate]) -> Command | None:
+            nonlocal best
             command, _ = self.consolidate(
                 trial,
                 method=Method.MULTI_NODE,
                 single=False,
                 max_replacements=max(1, len(trial) - 1),
             )
-            if command is None:
-                continue
-            if best is None or command.savings > best.savings + 1e-9:
-                chosen, best = trial, command
-        return best if best is not None and len(best.candidates) >= 2 else None
+            better = best is None or (command is not None and command.savings > best.savings + 1e-9)
+            if command is not None and len(trial) >= 2 and better:
+                best = command
+            return command
+
+        for k in range(2, len(cands) + 1):
+            if expired():
+                break
+            consider(cands[:k])
+        chosen: list[Candidate] = []
+        kept: Command | None = None
+        for c in cands:
+            if expired():
+                break
+            trial = [*chosen, c]
+            command = consider(trial)
+            if command is not None and (kept is None or command.savings > kept.savings + 1e-9):
+                chosen, kept = trial, command
+        return best
 
     def single_node(self) -> Command | None:
         started = self.timer()

@@ -25,6 +25,7 @@ DISRUPTION_WAITING_READINESS: Final = "DisruptionWaitingReadiness"
 DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 UNCONSOLIDATABLE: Final = "Unconsolidatable"
 CONSOLIDATION_REJECTED: Final = "ConsolidationRejected"
+CONSOLIDATION_CANDIDATE: Final = "ConsolidationCandidate"
 
 # upstream's consolidation_type label per method ("" for drift).
 CONSOLIDATION_TYPE: Final[dict[Method, str]] = {
@@ -105,4 +106,16 @@ def rejected(recorder: EventRecorder, candidate: Candidate, why: str) -> None:
         CONSOLIDATION_REJECTED,
         f"Disruption command rejected at validation: {why}",
         event_type=WARNING,
+    )
+
+
+def candidate(
+    recorder: EventRecorder, candidate: Candidate, explanation: str, delay: float
+) -> None:
+    """The node is in a command that waits ``delay`` seconds for re-validation."""
+    publish(
+        recorder,
+        candidate.node,
+        CONSOLIDATION_CANDIDATE,
+        f"Node is a disruption candidate: {explanation}; re-validating in {delay:g}s",
     )

@@ -104,7 +104,11 @@ class Rounds(Protocol):
     nomination_seconds: float
 
     async def create(
-        self, claims: Sequence[NewNodeClaim], nodepools: Mapping[str, NodePool]
+        self,
+        claims: Sequence[NewNodeClaim],
+        nodepools: Mapping[str, NodePool],
+        *,
+        reason: str = ...,
     ) -> tuple[dict[NewNodeClaim, str], list[BaseException]]: ...
 
 
@@ -453,7 +457,9 @@ class OrchestrationQueue:
         cmd = entry.command
         if not cmd.replacements:
             return
-        created, failures = await self.rounds.create(cmd.replacements, self.cluster.nodepools)
+        created, failures = await self.rounds.create(
+            cmd.replacements, self.cluster.nodepools, reason=cmd.reason.value.lower()
+        )
         entry.replacements = [created[r] for r in cmd.replacements if r in created]
         if failures or len(created) < len(cmd.replacements):
             why = "; ".join(str(f) for f in failures) or "nodepool not found"

@@ -345,3 +345,28 @@ def test_replacements_of_successive_commands_keep_distinct_names() -> None:
         "replacement-0-0": ["default/a-p0"],
         "replacement-1-0": ["default/a-p0"],
     }
+
+
+def test_three_small_nodes_merge_although_no_two_can() -> None:
+    """Three c-2x nodes with a 1-cpu pod each: two pods need a c-4x, which costs what two c-2x
+    cost, so no pair saves and upstream's binary search stops; all three fit one c-4x."""
+    c2 = "c-2x-amd64-linux"
+    amd64 = [*LINUX, *OD, {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
+    nodes = [("a", c2, ["1"]), ("b", c2, ["1"]), ("c", c2, ["1"])]
+    c = build(nodes, requirements=amd64)
+    for name in ("a", "b", "c"):  # c-2x allocatable, so no pod fits beside another
+        c.upsert_node(
+            node(
+                name,
+                labels=node_labels("default", c2),
+                allocatable={"cpu": "1900m", "memory": "3Gi", "pods": "110"},
+            )
+        )
+    assert next_command(facts(c, search="upstream")).commands == ()
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd) == (
+        "multi-node-consolidation",
+        ["a", "b", "c"],
+        [C4],
+        round(3 * price(c2) - price(C4), 4),
+    )

@@ -10,9 +10,12 @@ from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
+from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.core import pod_from_dict
+from karpenter_py.scheduling.fromstate import solve_input
+from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.state.cluster import KINDS, Cluster
 from tests.unit.fakes import FakeNodeAPI, FakeWriter
 
@@ -210,3 +213,50 @@ async def test_instance_type_indexes_are_reused_across_rounds() -> None:
     cluster.upsert_pod(pending("later"))
     await prov.provision()
     assert (prov.round.indexes.misses, prov.round.indexes.hits) == (2, 1)
+
+
+class RecordingEvents:
+    def __init__(self) -> None:
+        self.created: list[tuple[str, str, bool]] = []
+
+    def pod_nominated(self, pod: Any, target: str) -> None:
+        pass
+
+    def pod_failed_scheduling(self, pod: Any, reason: str) -> None:
+        pass
+
+    def nodeclaim_created(self, nodepool: str, reason: str, min_values_relaxed: bool) -> None:
+        self.created.append((nodepool, reason, min_values_relaxed))
+
+
+async def test_created_nodeclaims_are_counted_with_their_reason() -> None:
+    """Provisioning counts "provisioned"; disruption's replacements pass their own reason."""
+    cluster, writer = synced_cluster(nodepool(), 1), FakeWriter()
+    events = RecordingEvents()
+    rounds = RoundRunner(
+        cluster=cluster,
+        writer=writer,
+        cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
+        clock=FakeClock(),
+        events=events,
+    )
+    prov = Provisioner(
+        cluster=cluster,
+        writer=writer,
+        cloud=rounds.cloud,
+        clock=rounds.clock,
+        batcher=Batcher(idle=0.01, max_window=0.05),
+        rounds=rounds,
+    )
+    await prov.provision()
+    cluster.upsert_pod(pending("again"))
+    snap = cluster.snapshot(rounds.clock.now())
+    inp = solve_input(
+        snap, instance_types=await rounds.instance_types(snap), options=SolveOptions()
+    )
+    plan = await rounds.solve(inp, snap)
+    await rounds.create(plan.new_node_claims, snap.nodepools, reason="underutilized")
+    assert events.created == [
+        ("default", "provisioned", False),
+        ("default", "underutilized", False),
+    ]
