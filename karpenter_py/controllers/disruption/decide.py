@@ -387,23 +387,22 @@ class _Pass:
         return best
 
     def _greedy_search(self, cands: list[Candidate], expired: Callable[[], bool]) -> Command | None:
-        """Ours, two linear scans in candidate order, each allowing N -> M replacements (M < N):
+        """Ours, two linear scans in candidate order:
 
         * every prefix, not only the ones a binary search visits (three small nodes may merge
-          into one bigger node although no two of them can);
-        * a growing set that keeps a candidate only when the set then saves more, which finds
-          sets that are not prefixes (a node that cannot move is skipped, not a barrier).
+          into one bigger node although no two of them can), with at most one replacement: a
+          long prefix onto several new nodes tends to pack worse than later moves would;
+        * a growing set that keeps a candidate only when the set then saves more, with N -> M
+          replacements (M < N), which finds sets that are not prefixes (a node that cannot
+          move is skipped, not a barrier).
 
         The command with the largest saving wins; ties keep the fewer candidates."""
         best: Command | None = None
 
-        def consider(trial: list[Candidate]) -> Command | None:
+        def consider(trial: list[Candidate], max_replacements: int) -> Command | None:
             nonlocal best
             command, _ = self.consolidate(
-                trial,
-                method=Method.MULTI_NODE,
-                single=False,
-                max_replacements=max(1, len(trial) - 1),
+                trial, method=Method.MULTI_NODE, single=False, max_replacements=max_replacements
             )
             better = best is None or (command is not None and command.savings > best.savings + 1e-9)
             if command is not None and len(trial) >= 2 and better:
@@ -413,14 +412,14 @@ class _Pass:
         for k in range(2, len(cands) + 1):
             if expired():
                 break
-            consider(cands[:k])
+            consider(cands[:k], 1)
         chosen: list[Candidate] = []
         kept: Command | None = None
         for c in cands:
             if expired():
                 break
             trial = [*chosen, c]
-            command = consider(trial)
+            command = consider(trial, max(1, len(trial) - 1))
             if command is not None and (kept is None or command.savings > kept.savings + 1e-9):
                 chosen, kept = trial, command
         return best
