@@ -365,6 +365,22 @@ def _consolidatable_block(candidate: Candidate, after: timedelta, now: datetime)
     )
 
 
+def _consolidation_enabled(candidate: Candidate) -> tuple[timedelta | None, str]:
+    """The pool's consolidateAfter, or None and why consolidation is off for it (a static
+    pool, an unreadable value, or ``Never``)."""
+    blocked = _static_block(candidate)
+    if blocked is not None:
+        return None, blocked
+    after, problem = _consolidate_after(candidate)
+    if problem is not None:
+        return None, problem
+    if after is None:
+        return None, (
+            f"NodePool {candidate.pool_name!r} has consolidateAfter: Never (consolidation is off)"
+        )
+    return after, ""
+
+
 def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
     """Why consolidation (multi- or single-node) may not act on the candidate, or None.
 
@@ -373,16 +389,12 @@ def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
     through; the NodeClaim is ``Consolidatable``. Empty nodes are not rejected here (the
     emptiness method normally takes them first).
     """
-    blocked = _static_block(candidate) or _price_block(candidate)
+    blocked = _price_block(candidate)
     if blocked is not None:
         return blocked
-    after, problem = _consolidate_after(candidate)
-    if problem is not None:
-        return problem
+    after, blocked = _consolidation_enabled(candidate)
     if after is None:
-        return (
-            f"NodePool {candidate.pool_name!r} has consolidateAfter: Never (consolidation is off)"
-        )
+        return blocked
     policy = candidate.nodepool.spec.disruption.consolidation_policy
     if policy == CONSOLIDATION_WHEN_EMPTY and not is_empty(candidate.pods):
         return (
@@ -396,16 +408,9 @@ def emptiness_block(candidate: Candidate, now: datetime) -> str | None:
     """Why the emptiness method may not delete the candidate, or None: the pool is not static,
     ``consolidateAfter`` is not ``Never``, the node is empty and ``Consolidatable``. Price and
     policy do not matter: every policy deletes empty nodes."""
-    blocked = _static_block(candidate)
-    if blocked is not None:
-        return blocked
-    after, problem = _consolidate_after(candidate)
-    if problem is not None:
-        return problem
+    after, blocked = _consolidation_enabled(candidate)
     if after is None:
-        return (
-            f"NodePool {candidate.pool_name!r} has consolidateAfter: Never (consolidation is off)"
-        )
+        return blocked
     if not is_empty(candidate.pods):
         return f"node is not empty ({_plural(len(candidate.pods), 'pod')} to move)"
     return _consolidatable_block(candidate, after, now)
