@@ -11,14 +11,17 @@ UID precondition, so a same-named successor is never hit. Answers:
 
 Retries back off per pod from 100 ms doubling to 10 s. A pod already queued (or backing off) is
 not queued again, so the node termination controller may offer the same pods on every pass
-without defeating the backoff.
+without defeating the backoff. Nor is a pod evicted in the last ``recent_seconds``: until the
+watch shows it terminating, the cache still lists it as running, and a second eviction would
+only repeat the first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,8 +76,13 @@ class EvictionQueue:
         base: float = 0.1,
         maximum: float = 10.0,
         workers: int = 20,
+        recent_seconds: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        self._recent = recent_seconds
+        self._monotonic = monotonic
+        self._evicted: dict[EvictionKey, float] = {}  # key -> when its eviction succeeded
         self._recorder = recorder
         self._metrics = metrics
         self.workers = workers
@@ -87,9 +95,15 @@ class EvictionQueue:
     def add(self, node_name: str, pods: Iterable[Pod]) -> int:
         """Queue pods of ``node_name`` not queued yet; returns how many were new."""
         added = 0
+        now = self._monotonic()
+        if len(self._evicted) > 1024:
+            self._evicted = {k: t for k, t in self._evicted.items() if now - t < self._recent}
         for pod in pods:
             key = EvictionKey.of(pod)
             if key in self._node_of:
+                continue
+            evicted = self._evicted.get(key)
+            if evicted is not None and now - evicted < self._recent:
                 continue
             self._node_of[key] = node_name
             self.queue.add(key)
@@ -151,6 +165,7 @@ class EvictionQueue:
             )
             return False
         self._count(200)
+        self._evicted[key] = self._monotonic()
         self._recorder.record(
             object_ref("v1", "Pod", key.name, namespace=key.namespace, uid=key.uid or None),
             Reason.EVICTED,

@@ -134,3 +134,21 @@ def test_termination_deadline() -> None:
     )
     body["spec"].pop("terminationGracePeriod")
     assert termination_deadline(NodeClaim.model_validate(body)) is None
+
+
+async def test_a_pod_just_evicted_is_not_evicted_again_while_the_cache_lags() -> None:
+    now = [100.0]
+    api = FakeAPI({})
+    recorder = EventRecorder(api, clock=FakeClock())
+    q = EvictionQueue(api, recorder, base=0.01, maximum=0.05, workers=1, monotonic=lambda: now[0])
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(q.run())
+        assert q.add("node-1", [pod("web")]) == 1
+        await drained(q)
+        # The next drain pass still sees the pod running (no deletionTimestamp yet).
+        assert q.add("node-1", [pod("web")]) == 0
+        now[0] += 31.0  # long after: the pod really is still there, so try again
+        assert q.add("node-1", [pod("web")]) == 1
+        await drained(q)
+        task.cancel()
+    assert api.evictions == [("web", "uid-web"), ("web", "uid-web")]
