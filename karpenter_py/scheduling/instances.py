@@ -10,6 +10,7 @@ hundreds of types, and the cheapest remaining option is the lowest set bit.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -432,9 +433,11 @@ class IndexCache:
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
-        self._entries: dict[
+        # An OrderedDict so eviction is one C-level popitem: provisioning and disruption solve in
+        # worker threads and may share the cache (each step is atomic under the GIL).
+        self._entries: OrderedDict[
             tuple[object, ...], tuple[Sequence[InstanceType], Sequence[Pod], PoolIndex]
-        ] = {}
+        ] = OrderedDict()
         self.hits = 0
         self.misses = 0
         # id(labels) -> (labels, their requirements): existing nodes' labels keep their identity
@@ -479,7 +482,10 @@ class IndexCache:
         self._entries.pop(key, None)
         self._entries[key] = (instance_types, tuple(daemonsets), index)
         while len(self._entries) > self.size:
-            del self._entries[next(iter(self._entries))]
+            try:
+                self._entries.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
         return index
 
 
