@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -527,3 +528,38 @@ def lifecycle_stack(
     return Stack(
         harness, provider, recorder, launcher, lifecycle, gc, nc_term, node_term, evictions, counter
     )
+
+
+# ----------------------------------------------------------------------------- running the App
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def running(app: Any, **kw: Any) -> AsyncIterator[asyncio.Task[None]]:
+    """``app.run`` (a ``manager.App``) as a task for the block; cancelled and awaited after."""
+    task = asyncio.create_task(app.run(host="127.0.0.1", **kw))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def claims_of(client: KubeClient, pool: str) -> list[dict[str, Any]]:
+    selector = f"karpenter.sh/nodepool={pool}"
+    return list((await client.list(NODECLAIMS, label_selector=selector)).items)
+
+
+async def running_pods(client: KubeClient, ns: str) -> list[dict[str, Any]]:
+    """Pods of ``ns`` in phase Running and not being deleted."""
+    pods = (await client.list(PODS, namespace=ns)).items
+    return [
+        p
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+    ]

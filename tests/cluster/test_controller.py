@@ -6,10 +6,8 @@ Each test gets its own NodePool and namespace; its pods select that pool's nodes
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,6 @@ from karpenter_py.kube import (
     NODECLAIMS,
     NODEPOOLS,
     NODES,
-    PODS,
     KubeClient,
     NotFoundError,
     PatchType,
@@ -33,7 +30,17 @@ from karpenter_py.manager.adapters import KubeNodeAPI
 from karpenter_py.manager.app import App
 from karpenter_py.manager.settings import load_settings
 from karpenter_py.model.catalog import kwok_catalog, kwok_catalog_json
-from tests.cluster.harness import eventually, namespace, nodepool, prepared_client, unique
+from tests.cluster.harness import (
+    claims_of,
+    eventually,
+    free_port,
+    namespace,
+    nodepool,
+    prepared_client,
+    running,
+    running_pods,
+    unique,
+)
 from tests.clusterfixture import ClusterHandle
 
 pytestmark = pytest.mark.cluster
@@ -43,12 +50,6 @@ pytestmark = pytest.mark.cluster
 async def client(cluster: ClusterHandle) -> AsyncIterator[KubeClient]:
     async with prepared_client(cluster) as c:
         yield c
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def settings(**env: str) -> Any:
@@ -104,28 +105,6 @@ def deployment(
             },
         },
     }
-
-
-@contextlib.asynccontextmanager
-async def running(app: App, **kw: Any) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(app.run(host="127.0.0.1", **kw))
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def claims_of(client: KubeClient, pool: str) -> list[dict[str, Any]]:
-    return list(
-        (await client.list(NODECLAIMS, label_selector=f"karpenter.sh/nodepool={pool}")).items
-    )
-
-
-async def running_pods(client: KubeClient, ns: str) -> list[dict[str, Any]]:
-    pods = (await client.list(PODS, namespace=ns)).items
-    return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
 
 
 async def clean_pool(client: KubeClient, app_factory: Any, pool: str) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -32,13 +31,17 @@ from karpenter_py.kube import (
 from karpenter_py.manager.app import App
 from karpenter_py.manager.settings import Settings, load_settings
 from tests.cluster.harness import (
+    claims_of,
     condition,
     events_for,
     eventually,
+    free_port,
     namespace,
     nodepool,
     pdb,
     prepared_client,
+    running,
+    running_pods,
     unique,
 )
 from tests.clusterfixture import ClusterHandle
@@ -52,12 +55,6 @@ DISRUPTED = "karpenter.sh/disrupted"
 async def client(cluster: ClusterHandle) -> AsyncIterator[KubeClient]:
     async with prepared_client(cluster) as c:
         yield c
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def settings() -> Settings:
@@ -84,17 +81,6 @@ def new_app(client: KubeClient) -> App:
     # Upstream nominates for max(2 x BATCH_MAX_DURATION, 10 s); the round's default is 20 s.
     app.rounds.nomination_seconds = 10.0
     return app
-
-
-@contextlib.asynccontextmanager
-async def running(app: App) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(app.run(host="127.0.0.1"))
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def pool_body(
@@ -154,23 +140,8 @@ def deployment(
     }
 
 
-async def claims_of(client: KubeClient, pool: str) -> list[dict[str, Any]]:
-    selector = f"karpenter.sh/nodepool={pool}"
-    return list((await client.list(NODECLAIMS, label_selector=selector)).items)
-
-
 async def nodes_of(client: KubeClient, pool: str) -> list[dict[str, Any]]:
     return list((await client.list(NODES, label_selector=f"karpenter.sh/nodepool={pool}")).items)
-
-
-async def running_pods(client: KubeClient, ns: str) -> list[dict[str, Any]]:
-    pods = (await client.list(PODS, namespace=ns)).items
-    return [
-        p
-        for p in pods
-        if (p.get("status") or {}).get("phase") == "Running"
-        and not p["metadata"].get("deletionTimestamp")
-    ]
 
 
 def names(objs: list[dict[str, Any]]) -> set[str]:

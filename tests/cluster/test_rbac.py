@@ -28,16 +28,16 @@ from karpenter_py.kube import (
     load_kubeconfig,
 )
 from karpenter_py.manager.app import App
-from tests.cluster.harness import eventually, namespace, prepared_client, unique
-from tests.cluster.test_controller import (
+from tests.cluster.harness import (
     claims_of,
-    clean_pool,
-    deployment,
-    pool_body,
+    eventually,
+    namespace,
+    prepared_client,
     running,
     running_pods,
-    settings,
+    unique,
 )
+from tests.cluster.test_controller import clean_pool, deployment, pool_body, settings
 from tests.clusterfixture import ClusterHandle
 
 pytestmark = pytest.mark.cluster

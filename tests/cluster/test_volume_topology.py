@@ -13,8 +13,8 @@ import pytest
 from karpenter_py.kube import NODECLAIMS, NODEPOOLS, NODES, PODS, KubeClient, NotFoundError
 from karpenter_py.kube.resources import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
 from karpenter_py.manager.app import App
-from tests.cluster.harness import eventually, namespace, prepared_client, unique
-from tests.cluster.test_controller import clean_pool, plan_json, pool_body, running, settings
+from tests.cluster.harness import eventually, namespace, prepared_client, running, unique
+from tests.cluster.test_controller import clean_pool, plan_json, pool_body, settings
 from tests.clusterfixture import ClusterHandle
 
 pytestmark = pytest.mark.cluster
