@@ -231,6 +231,15 @@ async def test_restart_mid_scale_up_leaves_no_duplicates_or_orphans(
                     return len(await running_pods(client, ns)) == 8
 
                 await eventually(all_running, within=90, what="8 pods Running after the restart")
+
+                # A pod may run on a node a moment before its NodeClaim records the registration.
+                async def all_registered() -> bool:
+                    return all(
+                        (c.get("status") or {}).get("nodeName")
+                        for c in await claims_of(client, pool)
+                    )
+
+                await eventually(all_registered, within=30, what="every NodeClaim registered")
                 claims = await claims_of(client, pool)
                 nodes = (
                     await client.list(NODES, label_selector=f"karpenter.sh/nodepool={pool}")
