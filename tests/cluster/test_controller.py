@@ -382,7 +382,8 @@ async def test_expired_nodeclaim_is_replaced_and_its_pods_move(client: KubeClien
                 await eventually(moved, within=90, what="the pod to run on a replacement node")
 
                 async def original_claim_gone() -> bool:
-                    names = {nc["status"].get("nodeName") for nc in await claims_of(client, pool)}
+                    claims = await claims_of(client, pool)  # a new one may have no status yet
+                    names = {(nc.get("status") or {}).get("nodeName") for nc in claims}
                     return original not in names
 
                 # The old node finishes terminating after its minimum drain time.
