@@ -31,11 +31,11 @@ from typing import Protocol
 
 from karpenter_py.cloudprovider.errors import InsufficientCapacityError, NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
+from karpenter_py.cloudprovider.selection import candidates
 from karpenter_py.model.api.common import parse_duration
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
-from karpenter_py.model.core import SelectorRequirement
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
     KWOK_ANNOTATION_KWOKNODECLASS_HASH,
@@ -50,9 +50,7 @@ from karpenter_py.model.labels import (
     LABEL_TOPOLOGY_ZONE,
     TAINT_UNREGISTERED_KEY,
 )
-from karpenter_py.model.quantity import fits, format_resources, parse_resources
-from karpenter_py.scheduling.instances import type_requirements
-from karpenter_py.scheduling.requirements import Requirements, intersects
+from karpenter_py.model.quantity import format_resources
 
 log = logging.getLogger(__name__)
 
@@ -246,21 +244,12 @@ class KwokCloudProvider:
 
     def _choose(self, nodeclaim: NodeClaim) -> tuple[InstanceType, Offering]:
         """The cheapest available offering that satisfies the NodeClaim's requirements."""
-        reqs = Requirements.from_selectors(
-            SelectorRequirement(r.key, r.operator, tuple(r.values), r.min_values)
-            for r in nodeclaim.spec.requirements
-        )
-        requests = parse_resources(nodeclaim.spec.resources.requests)
         best: tuple[float, str, InstanceType, Offering] | None = None
         exhausted: list[OfferingKey] = []
-        for it in self._types.values():
-            if intersects(type_requirements(it, it.offerings), reqs) is not None:
-                continue
-            if not fits(requests, it.allocatable):
-                continue
-            for o in it.offerings:
-                if not self._offering_available(it, o) or not _allows(reqs, o):
-                    continue
+        types = list(self._types.values())
+        for c in candidates(nodeclaim, types, lambda t, z, ct: (t, z, ct) in self._unavailable):
+            it = c.instance_type
+            for o in c.offerings:
                 if (it.name, o.zone, o.capacity_type) in self._no_capacity:
                     exhausted.append((it.name, o.zone, o.capacity_type))
                 elif best is None or (o.price, it.name) < (best[0], best[1]):
@@ -379,8 +368,3 @@ def nodeclass_hash(nodeclass: KWOKNodeClass) -> str:
     spec = nodeclass.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
     return str(int(digest[:15], 16))
-
-
-def _allows(reqs: Requirements, o: Offering) -> bool:
-    zone, ct = reqs.get(LABEL_TOPOLOGY_ZONE), reqs.get(LABEL_CAPACITY_TYPE)
-    return (zone is None or zone.has(o.zone)) and (ct is None or ct.has(o.capacity_type))
