@@ -211,6 +211,7 @@ class Settings(BaseModel):
     cloud_provider: CloudProviderName = "kwok"
     cluster_name: str = ""
     cluster_endpoint: str = ""
+    cluster_ca_bundle: str = ""
     kubeconfig: str = ""
 
     batch_max_duration: float = Field(default=10.0, gt=0)
@@ -242,6 +243,8 @@ class Settings(BaseModel):
     vm_memory_overhead_percent: float = Field(default=0.075, ge=0)
     reserved_enis: int = Field(default=0, ge=0)
     isolated_vpc: bool = False
+    # Beyond upstream (aws#2813): act on rebalance recommendations as on interruptions.
+    interruption_replace_on_rebalance: bool = False
 
     @model_validator(mode="after")
     def _cross_field(self) -> Settings:
@@ -314,6 +317,9 @@ OPTIONS: Final[tuple[_Option, ...]] = (
             empty_is_value=True),
     _Option("CLUSTER_ENDPOINT", "cluster_endpoint", str, "", "API endpoint nodes join (aws)",
             empty_is_value=True, check=_absolute_url),
+    _Option("CLUSTER_CA_BUNDLE", "cluster_ca_bundle", str, "",
+            "aws: base64 CA bundle nodes trust (default: from EKS DescribeCluster)",
+            empty_is_value=True),
     _Option("KUBECONFIG", "kubeconfig", str, "", "kubeconfig path (default: in-cluster, then ~/.kube/config)",
             empty_is_value=True),
     _Option("BATCH_MAX_DURATION", "batch_max_duration", parse_duration, _DURATION_EXPECT,
@@ -363,6 +369,9 @@ OPTIONS: Final[tuple[_Option, ...]] = (
             "aws: ENIs kept out of max-pods", check=_non_negative),
     _Option("ISOLATED_VPC", "isolated_vpc", parse_bool, "true or false",
             "aws: no internet access (no pricing API)", is_bool=True),
+    _Option("INTERRUPTION_REPLACE_ON_REBALANCE", "interruption_replace_on_rebalance", parse_bool,
+            "true or false", "aws: drain nodes on a rebalance recommendation (not upstream)",
+            is_bool=True),
 )  # fmt: skip
 
 _BY_FLAG: Final[Mapping[str, _Option]] = {o.flag: o for o in OPTIONS}

@@ -85,6 +85,14 @@ def test_settings_are_frozen():
         ({"VM_MEMORY_OVERHEAD_PERCENT": "0.1"}, "vm_memory_overhead_percent", 0.1),
         ({"CLOUD_PROVIDER": "aws", "CLUSTER_NAME": "c1"}, "cloud_provider", "aws"),
         ({"CLUSTER_NAME": "prod"}, "cluster_name", "prod"),
+        ({"CLUSTER_CA_BUNDLE": "LS0tLS1CRUdJTg=="}, "cluster_ca_bundle", "LS0tLS1CRUdJTg=="),
+        ({"ISOLATED_VPC": "true"}, "isolated_vpc", True),
+        ({"RESERVED_ENIS": "1"}, "reserved_enis", 1),
+        (
+            {"INTERRUPTION_REPLACE_ON_REBALANCE": "true"},
+            "interruption_replace_on_rebalance",
+            True,
+        ),
         ({"KUBECONFIG": "/k/config"}, "kubeconfig", "/k/config"),
         ({"LOG_LEVEL": ""}, "log_level", "info"),  # empty counts as unset
         ({"METRICS_PORT": ""}, "metrics_port", 8080),
