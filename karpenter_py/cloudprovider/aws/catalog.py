@@ -26,6 +26,11 @@ for the default EC2NodeClass (AL2023, no kubelet overrides, no block device mapp
   data here, and upstream's own fallback (spot = on-demand until the first spot price refresh)
   would make spot never look cheaper.
 
+``build_instance_type`` is the same arithmetic with the EC2NodeClass knobs upstream honours
+(``NodeKnobs``: AMI family, kubelet maxPods / podsPerCore / kubeReserved / systemReserved /
+evictionHard, root volume size, RAID0 instance store); the live provider
+(``cloudprovider.aws.instancetypes``) builds its types with it from DescribeInstanceTypes.
+
 Not modelled (no data without AWS calls or upstream's generated tables): vpc.amazonaws.com/pod-eni
 (trunk branch interfaces), ``topology.k8s.aws/zone-id``, and the DoesNotExist requirements upstream
 adds for labels a type lacks (``InstanceType.requirements`` can only list values, so such keys are
@@ -41,7 +46,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from karpenter_py.model.instancetype import InstanceType, Offering, Overhead, make_instance_type
@@ -70,6 +75,7 @@ from karpenter_py.model.labels import (
     AWS_LABEL_INSTANCE_NETWORK_BANDWIDTH,
     AWS_LABEL_INSTANCE_SIZE,
     AWS_LABEL_INSTANCE_TENANCY,
+    AWS_LABEL_TOPOLOGY_ZONE_ID,
     CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_SPOT,
     LABEL_ARCH,
@@ -89,6 +95,7 @@ from karpenter_py.model.labels import (
     RESOURCE_NVIDIA_GPU,
     RESOURCE_PODS,
 )
+from karpenter_py.model.quantity import parse_resource
 
 __all__ = [
     "BUILTIN_FACTS_RESOURCE",
@@ -100,14 +107,18 @@ __all__ = [
     "FactsError",
     "InstanceTypeFacts",
     "NeuronDevice",
+    "NodeKnobs",
     "aws_instance_type",
     "aws_instance_types",
+    "build_instance_type",
     "builtin_aws_instance_types",
     "eni_limited_pods",
+    "eviction_signal_amount",
     "kube_reserved_cpu_millis",
     "load_builtin_facts",
     "memory_capacity_bytes",
     "parse_facts",
+    "pod_capacity",
 ]
 
 MI: Final = 2**20
@@ -196,6 +207,48 @@ class InstanceTypeFacts:
     ebs_bandwidth_mbps: int | None = None
     ebs_optimized_support: str = "unsupported"
     encryption_in_transit: bool = False
+
+
+# AMI family behaviour that changes the arithmetic (upstream's amifamily feature flags):
+# (ENI-limited pod density, kube-reserved memory sized from ENI-limited pods, podsPerCore honoured)
+_FAMILY_FLAGS: Final[Mapping[str, tuple[bool, bool, bool]]] = {
+    "AL2": (True, True, True),
+    "AL2023": (True, True, True),
+    "Custom": (True, True, True),
+    "Bottlerocket": (True, False, False),
+    "Windows2019": (False, False, True),
+    "Windows2022": (False, False, True),
+    "Windows2025": (False, False, True),
+}
+# Pods a node allows when the family does not size pods by ENIs (the kubelet default).
+DEFAULT_MAX_PODS: Final = 110
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKnobs:
+    """The node class settings that change capacity and overhead; defaults are the default class
+    (AL2023, no kubelet overrides, the 20Gi root volume).
+
+    ``kube_reserved`` / ``system_reserved`` are per-resource overrides in canonical units;
+    ``eviction_hard`` keeps the raw kubelet signal values ("100Mi", "10%") because percentages are
+    taken of each type's own capacity.
+    """
+
+    ami_family: str = "AL2023"
+    max_pods: int | None = None
+    pods_per_core: int | None = None
+    kube_reserved: Mapping[str, int] = field(default_factory=dict)
+    system_reserved: Mapping[str, int] = field(default_factory=dict)
+    eviction_hard: Mapping[str, str] = field(default_factory=dict)
+    ephemeral_storage: int = DEFAULT_EPHEMERAL_STORAGE
+    # instanceStorePolicy RAID0: local NVMe (TotalSizeInGB, decimal) is the ephemeral storage.
+    instance_store_raid0: bool = False
+    vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT
+    reserved_enis: int = 0
+
+    @property
+    def windows(self) -> bool:
+        return self.ami_family.startswith("Windows")
 
 
 def _get(
@@ -392,12 +445,16 @@ def _go_round(value: float) -> int:
 
 
 def _requirements(
-    facts: InstanceTypeFacts, zones: Sequence[str], capacity_types: Sequence[str], region: str
+    facts: InstanceTypeFacts,
+    zones: Sequence[str],
+    capacity_types: Sequence[str],
+    region: str,
+    os_values: frozenset[str] = frozenset(["linux"]),
 ) -> dict[str, frozenset[str]]:
     reqs: dict[str, frozenset[str]] = {
         LABEL_INSTANCE_TYPE: frozenset([facts.name]),
         LABEL_ARCH: frozenset([_kube_arch(facts.architectures)]),
-        LABEL_OS: frozenset(["linux"]),
+        LABEL_OS: os_values,
         LABEL_TOPOLOGY_ZONE: frozenset(zones),
         LABEL_TOPOLOGY_REGION: frozenset([region]),
         LABEL_CAPACITY_TYPE: frozenset(capacity_types),
@@ -455,14 +512,14 @@ def _requirements(
 
 
 def _capacity(
-    facts: InstanceTypeFacts, pods: int, vm_memory_overhead_percent: float
+    facts: InstanceTypeFacts, pods: int, vm_memory_overhead_percent: float, storage: int
 ) -> dict[str, int]:
     capacity = {
         RESOURCE_CPU: facts.vcpu * 1000,
         RESOURCE_MEMORY: memory_capacity_bytes(
             facts.memory_mib, facts.architectures, vm_memory_overhead_percent
         ),
-        RESOURCE_EPHEMERAL_STORAGE: DEFAULT_EPHEMERAL_STORAGE,
+        RESOURCE_EPHEMERAL_STORAGE: storage,
         RESOURCE_PODS: pods,
     }
     by_manufacturer = {
@@ -481,6 +538,109 @@ def _capacity(
     extended[RESOURCE_EFA] = facts.max_efa_interfaces
     capacity.update({name: amount for name, amount in extended.items() if amount > 0})
     return capacity
+
+
+def _family_flags(ami_family: str) -> tuple[bool, bool, bool]:
+    # Unknown families behave as Custom (ENI-limited, like upstream's default family).
+    return _FAMILY_FLAGS.get(ami_family, _FAMILY_FLAGS["Custom"])
+
+
+def pod_capacity(facts: InstanceTypeFacts, knobs: NodeKnobs) -> int:
+    """Pods: kubelet maxPods if set, else ENI-limited (110 for Windows), capped by podsPerCore."""
+    eni_density, _, per_core = _family_flags(knobs.ami_family)
+    if knobs.max_pods is not None:
+        count = knobs.max_pods
+    elif eni_density:
+        count = eni_limited_pods(facts.max_enis, facts.ipv4_per_eni, knobs.reserved_enis)
+    else:
+        count = DEFAULT_MAX_PODS
+    if knobs.pods_per_core is not None and knobs.pods_per_core > 0 and per_core:
+        count = min(count, knobs.pods_per_core * facts.vcpu)
+    return count
+
+
+def eviction_signal_amount(resource: str, capacity: int, value: str) -> int:
+    """An evictionHard value as an amount: "10%" of ``capacity`` (100% disables it), or a quantity."""
+    text = value.strip()
+    if text.endswith("%"):
+        percent = float(text[:-1])
+        if percent == 100.0:
+            percent = 0.0
+        return math.ceil(float(capacity) / 100 * percent)
+    return parse_resource(resource, text)
+
+
+def _os_values(facts: InstanceTypeFacts, knobs: NodeKnobs) -> frozenset[str]:
+    if not knobs.windows:
+        return frozenset(["linux"])
+    # Windows AMIs exist for amd64 only; other types get no OS value, so nothing selects them.
+    return frozenset(["windows"]) if _kube_arch(facts.architectures) == ARCH_AMD64 else frozenset()
+
+
+def _overhead(
+    facts: InstanceTypeFacts, pods: int, capacity: Mapping[str, int], knobs: NodeKnobs
+) -> Overhead:
+    _, eni_memory_overhead, _ = _family_flags(knobs.ami_family)
+    # AL2/AL2023/Custom size kube-reserved memory from the ENI-limited pod count (no reserved
+    # ENIs, whatever maxPods says); Bottlerocket and Windows from the pods the node allows.
+    overhead_pods = (
+        eni_limited_pods(facts.max_enis, facts.ipv4_per_eni, 0) if eni_memory_overhead else pods
+    )
+    kube_reserved = {
+        RESOURCE_CPU: kube_reserved_cpu_millis(facts.vcpu),
+        RESOURCE_MEMORY: (11 * overhead_pods + 255) * MI,
+        RESOURCE_EPHEMERAL_STORAGE: KUBE_RESERVED_EPHEMERAL,
+    }
+    kube_reserved.update(knobs.kube_reserved)
+    storage = capacity[RESOURCE_EPHEMERAL_STORAGE]
+    eviction = {
+        RESOURCE_MEMORY: EVICTION_MEMORY,
+        RESOURCE_EPHEMERAL_STORAGE: math.ceil(float(storage) / 100 * EVICTION_NODEFS_PERCENT),
+    }
+    for signal, resource in (
+        ("memory.available", RESOURCE_MEMORY),
+        ("nodefs.available", RESOURCE_EPHEMERAL_STORAGE),
+    ):
+        if (value := knobs.eviction_hard.get(signal)) is not None:
+            eviction[resource] = eviction_signal_amount(resource, capacity[resource], value)
+    return Overhead(
+        kube_reserved=kube_reserved,
+        system_reserved=dict(knobs.system_reserved),
+        eviction_threshold=eviction,
+    )
+
+
+def build_instance_type(
+    facts: InstanceTypeFacts,
+    offerings: Sequence[Offering],
+    *,
+    zones: Sequence[str],
+    capacity_types: Sequence[str],
+    region: str,
+    knobs: NodeKnobs | None = None,
+    zone_ids: Sequence[str] = (),
+) -> InstanceType:
+    """The ``InstanceType`` for ``facts`` under ``knobs`` (the default class when None).
+
+    ``zones`` and ``capacity_types`` become the type's requirements; ``zone_ids`` (when known)
+    adds ``topology.k8s.aws/zone-id``. Offerings are taken as given.
+    """
+    knobs = knobs or NodeKnobs()
+    pods = pod_capacity(facts, knobs)
+    storage = knobs.ephemeral_storage
+    if knobs.instance_store_raid0 and facts.instance_storage_gb is not None:
+        storage = facts.instance_storage_gb * 10**9
+    capacity = _capacity(facts, pods, knobs.vm_memory_overhead_percent, storage)
+    requirements = _requirements(facts, zones, capacity_types, region, _os_values(facts, knobs))
+    if zone_ids:
+        requirements[AWS_LABEL_TOPOLOGY_ZONE_ID] = frozenset(zone_ids)
+    return make_instance_type(
+        name=facts.name,
+        requirements=requirements,
+        capacity=capacity,
+        offerings=tuple(offerings),
+        overhead=_overhead(facts, pods, capacity, knobs),
+    )
 
 
 def aws_instance_type(
@@ -514,28 +674,16 @@ def aws_instance_type(
         for zone in type_zones
         for ct in capacity_types
     ]
-    pods = eni_limited_pods(facts.max_enis, facts.ipv4_per_eni, reserved_enis)
-    # AL2023 sizes kube-reserved memory from the ENI-limited pod count with no reserved ENIs.
-    overhead_pods = eni_limited_pods(facts.max_enis, facts.ipv4_per_eni, 0)
-    capacity = _capacity(facts, pods, vm_memory_overhead_percent)
-    storage = capacity[RESOURCE_EPHEMERAL_STORAGE]
-    overhead = Overhead(
-        kube_reserved={
-            RESOURCE_CPU: kube_reserved_cpu_millis(facts.vcpu),
-            RESOURCE_MEMORY: (11 * overhead_pods + 255) * MI,
-            RESOURCE_EPHEMERAL_STORAGE: KUBE_RESERVED_EPHEMERAL,
-        },
-        eviction_threshold={
-            RESOURCE_MEMORY: EVICTION_MEMORY,
-            RESOURCE_EPHEMERAL_STORAGE: math.ceil(float(storage) / 100 * EVICTION_NODEFS_PERCENT),
-        },
+    knobs = NodeKnobs(
+        vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
     )
-    return make_instance_type(
-        name=facts.name,
-        requirements=_requirements(facts, type_zones, capacity_types, region),
-        capacity=capacity,
-        offerings=offerings,
-        overhead=overhead,
+    return build_instance_type(
+        facts,
+        offerings,
+        zones=type_zones,
+        capacity_types=capacity_types,
+        region=region,
+        knobs=knobs,
     )
 
 
