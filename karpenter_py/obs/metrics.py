@@ -423,6 +423,23 @@ class Metrics:
             ("name",),
         )
 
+        # ---- interruption (AWS SQS queue; upstream's provider-aws interruption metrics)
+        self.interruption_received_messages = counter(
+            f"{k}_interruption_received_messages_total",
+            "Count of messages received from the SQS queue. Broken down by message type and "
+            "whether the message was actionable.",
+            ("message_type",),
+        )
+        self.interruption_deleted_messages = counter(
+            f"{k}_interruption_deleted_messages_total",
+            "Count of messages deleted from the SQS queue.",
+        )
+        self.interruption_message_queue_duration = histogram(
+            f"{k}_interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by "
+            "karpenter.",
+        )
+
     # ------------------------------------------------------------------ helpers
 
     def render(self) -> tuple[bytes, str]:
