@@ -1,0 +1,361 @@
+"""CreateFleet: shaping the request, reading its errors, and batching equal requests.
+
+Batching (upstream's CreateFleet batcher): launches with equal parameters that arrive within
+``idle`` seconds of each other (at most ``max_window`` after the first, at most ``max_items``)
+become one CreateFleet call with TotalTargetCapacity = N; each caller gets one of the returned
+instances. The batch key is the whole request *except* the per-NodeClaim tags
+(``karpenter.sh/nodeclaim`` and ``Name``): those would make every request unique, so the
+instance provider writes them with CreateTags on the instance it got.
+
+The first caller of a window leads it: it waits out the window and makes the call itself, so no
+background task is needed; if the leader is cancelled before the call, its followers retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from karpenter_py.cloudprovider.aws.clients import error_code
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import CAPACITY_TYPE_SPOT
+
+log = logging.getLogger("karpenter.aws.fleet")
+
+MAX_INSTANCE_TYPES: Final = 60
+MAX_BATCH: Final = 1000
+SPOT_STRATEGY: Final = "price-capacity-optimized"
+ON_DEMAND_STRATEGY: Final = "lowest-price"
+
+# Fleet error codes that mean "this offering cannot be had right now": the caller marks the
+# (type, zone, capacity type) unavailable for a while and schedules around it.
+UNAVAILABLE_OFFERING_CODES: Final = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "UnfulfillableCapacity",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+        "SpotMaxPriceTooLow",
+        "InsufficientCapacityOnHost",
+        "ReservationCapacityExceeded",
+        "InsufficientReservedInstanceCapacity",
+    }
+)
+LAUNCH_TEMPLATE_NOT_FOUND_CODES: Final = frozenset(
+    {
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateId.VersionNotFound",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    launch_template: str
+    instance_type: str
+    subnet_id: str
+    zone: str
+    priority: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRequest:
+    """The batchable part of a launch (hashable: equal requests share one CreateFleet)."""
+
+    capacity_type: str
+    overrides: tuple[Override, ...]
+    tags: tuple[tuple[str, str], ...]
+    context: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetError:
+    code: str
+    message: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    launch_template: str = ""
+
+
+@dataclass(slots=True)
+class FleetResult:
+    instance_ids: list[str] = field(default_factory=list)
+    errors: list[FleetError] = field(default_factory=list)
+
+
+class FleetLaunchError(Exception):
+    """CreateFleet gave this caller no instance; ``errors`` are the fleet's per-override errors."""
+
+    def __init__(self, errors: Sequence[FleetError]) -> None:
+        summary = "; ".join(f"{e.code} {e.instance_type}/{e.zone}: {e.message}" for e in errors)
+        super().__init__(summary or "CreateFleet launched no instance and reported no error")
+        self.errors = tuple(errors)
+
+
+# ---------------------------------------------------------------- shaping
+
+
+def _offering_price(it: InstanceType, zone: str, capacity_type: str) -> float | None:
+    prices = [
+        o.price
+        for o in it.offerings
+        if o.available and o.zone == zone and o.capacity_type == capacity_type
+    ]
+    return min(prices) if prices else None
+
+
+def select_types(
+    instance_types: Sequence[InstanceType],
+    zones: Iterable[str],
+    capacity_type: str,
+    *,
+    max_types: int = MAX_INSTANCE_TYPES,
+) -> list[InstanceType]:
+    """The ``max_types`` cheapest types with an available ``capacity_type`` offering in
+    ``zones`` (by their cheapest such offering; ties keep the caller's order)."""
+    zone_list = list(zones)
+    priced: list[tuple[float, int, InstanceType]] = []
+    for index, it in enumerate(instance_types):
+        prices = [p for z in zone_list if (p := _offering_price(it, z, capacity_type)) is not None]
+        if prices:
+            priced.append((min(prices), index, it))
+    priced.sort(key=lambda t: (t[0], t[1]))
+    return [it for _, _, it in priced[:max_types]]
+
+
+def build_overrides(
+    templates: Iterable[tuple[str, Sequence[str]]],
+    instance_types: Sequence[InstanceType],
+    zone_subnets: Mapping[str, str],
+    capacity_type: str,
+    *,
+    max_types: int = MAX_INSTANCE_TYPES,
+) -> tuple[Override, ...]:
+    """types x zonal subnets for every available offering of ``capacity_type``.
+
+    Only the ``max_types`` cheapest types are kept (:func:`select_types`); overrides come
+    cheapest first with Priority = the offering's price.
+    """
+    kept = {
+        it.name: it
+        for it in select_types(instance_types, zone_subnets, capacity_type, max_types=max_types)
+    }
+    out: list[Override] = []
+    for template, names in templates:
+        for name in names:
+            it = kept.get(name)
+            if it is None:
+                continue
+            for zone, subnet in zone_subnets.items():
+                price = _offering_price(it, zone, capacity_type)
+                if price is not None:
+                    out.append(Override(template, name, subnet, zone, price))
+    out.sort(key=lambda o: o.priority)  # stable: equal prices keep template/type/zone order
+    return tuple(out)
+
+
+def create_fleet_input(request: FleetRequest, count: int) -> dict[str, Any]:
+    """The CreateFleet parameters for ``count`` instances of ``request``."""
+    configs: dict[str, list[dict[str, Any]]] = {}
+    for o in request.overrides:
+        configs.setdefault(o.launch_template, []).append(
+            {"InstanceType": o.instance_type, "SubnetId": o.subnet_id, "Priority": o.priority}
+        )
+    tags = [{"Key": k, "Value": v} for k, v in request.tags]
+    params: dict[str, Any] = {
+        "Type": "instant",
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": count,
+            "DefaultTargetCapacityType": request.capacity_type,
+        },
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"},
+                "Overrides": overrides,
+            }
+            for name, overrides in configs.items()
+        ],
+        "TagSpecifications": [
+            {"ResourceType": kind, "Tags": tags} for kind in ("instance", "volume", "fleet")
+        ],
+    }
+    if request.capacity_type == CAPACITY_TYPE_SPOT:
+        params["SpotOptions"] = {"AllocationStrategy": SPOT_STRATEGY}
+    else:
+        params["OnDemandOptions"] = {"AllocationStrategy": ON_DEMAND_STRATEGY}
+    if request.context:
+        params["Context"] = request.context
+    return params
+
+
+def parse_fleet_response(request: FleetRequest, response: Mapping[str, Any]) -> FleetResult:
+    """Instance ids and per-override errors (zone from the error, else from its subnet)."""
+    zone_of = {o.subnet_id: o.zone for o in request.overrides}
+    result = FleetResult()
+    for item in response.get("Instances") or []:
+        result.instance_ids.extend(str(i) for i in item.get("InstanceIds") or [])
+    for err in response.get("Errors") or []:
+        lto = err.get("LaunchTemplateAndOverrides") or {}
+        ovr = lto.get("Overrides") or {}
+        spec = lto.get("LaunchTemplateSpecification") or {}
+        zone = str(ovr.get("AvailabilityZone") or zone_of.get(str(ovr.get("SubnetId") or ""), ""))
+        result.errors.append(
+            FleetError(
+                code=str(err.get("ErrorCode") or ""),
+                message=str(err.get("ErrorMessage") or ""),
+                instance_type=str(ovr.get("InstanceType") or ""),
+                zone=zone,
+                capacity_type=str(err.get("Lifecycle") or request.capacity_type),
+                launch_template=str(spec.get("LaunchTemplateName") or ""),
+            )
+        )
+    return result
+
+
+def unavailable_offerings(errors: Iterable[FleetError]) -> tuple[tuple[str, str, str], ...]:
+    """(type, zone, capacity type) of the errors that mark an offering unavailable, deduped,
+    in error order."""
+    seen: dict[tuple[str, str, str], None] = {}
+    for e in errors:
+        if e.code in UNAVAILABLE_OFFERING_CODES and e.instance_type and e.zone:
+            seen[(e.instance_type, e.zone, e.capacity_type)] = None
+    return tuple(seen)
+
+
+def is_launch_template_not_found(exc: BaseException) -> bool:
+    if isinstance(exc, FleetLaunchError):
+        return any(e.code in LAUNCH_TEMPLATE_NOT_FOUND_CODES for e in exc.errors)
+    return error_code(exc) in LAUNCH_TEMPLATE_NOT_FOUND_CODES
+
+
+# ---------------------------------------------------------------- batching
+
+
+class _LeaderGone(Exception):
+    """The window's leader was cancelled before calling; the follower asks again."""
+
+
+@dataclass(slots=True)
+class _Window:
+    waiters: list[asyncio.Future[str]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+
+class FleetBatcher:
+    """Merges equal :class:`FleetRequest` s into one CreateFleet; ``launch`` returns an id."""
+
+    def __init__(
+        self,
+        ec2: Any,
+        *,
+        idle: float = 0.035,
+        max_window: float = 1.0,
+        max_items: int = MAX_BATCH,
+    ) -> None:
+        self._ec2 = ec2
+        self.idle = idle
+        self.max_window = max_window
+        self.max_items = max_items
+        self._open: dict[FleetRequest, _Window] = {}
+        self.calls = 0
+
+    async def launch(self, request: FleetRequest) -> str:
+        while True:
+            try:
+                return await self._launch_once(request)
+            except _LeaderGone:
+                continue
+
+    async def _launch_once(self, request: FleetRequest) -> str:
+        window = self._open.get(request)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if window is not None and not window.closed:
+            window.waiters.append(future)
+            window.arrived.set()
+            if len(window.waiters) >= self.max_items:
+                self._close(request, window)
+            return await future
+        window = _Window(waiters=[future])
+        self._open[request] = window
+        try:
+            await self._wait_window(window)
+        except BaseException:
+            self._close(request, window)
+            for other in window.waiters[1:]:
+                if not other.done():
+                    other.set_exception(_LeaderGone())
+            raise
+        self._close(request, window)
+        await self._call(request, window.waiters)
+        return await future
+
+    def _close(self, request: FleetRequest, window: _Window) -> None:
+        window.closed = True
+        window.arrived.set()
+        if self._open.get(request) is window:
+            del self._open[request]
+
+    async def _wait_window(self, window: _Window) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_window
+        while not window.closed:
+            window.arrived.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            try:
+                async with asyncio.timeout(min(self.idle, remaining)):
+                    await window.arrived.wait()
+            except TimeoutError:
+                return
+
+    async def _call(self, request: FleetRequest, waiters: list[asyncio.Future[str]]) -> None:
+        self.calls += 1
+        params = create_fleet_input(request, len(waiters))
+        try:
+            response = await self._ec2.create_fleet(**params)
+        except Exception as exc:
+            for w in waiters:
+                if not w.done():
+                    w.set_exception(exc)
+            return
+        except BaseException:
+            # The leader (waiters[0]) was cancelled mid-call: followers ask again, not hang.
+            for w in waiters[1:]:
+                if not w.done():
+                    w.set_exception(_LeaderGone())
+            raise
+        result = parse_fleet_response(request, response)
+        log.info(
+            "CreateFleet",
+            extra={
+                "requested": len(waiters),
+                "launched": len(result.instance_ids),
+                "errors": len(result.errors),
+                "capacity_type": request.capacity_type,
+            },
+        )
+        ids = iter(result.instance_ids)
+        for w in waiters:
+            if w.done():  # the caller went away; its instance is left for garbage collection
+                continue
+            instance_id = next(ids, None)
+            if instance_id is None:
+                w.set_exception(FleetLaunchError(result.errors))
+            else:
+                w.set_result(instance_id)
+        leftover = list(ids)
+        if leftover:
+            log.warning(
+                "CreateFleet launched instances nobody waits for any more (garbage collection "
+                "will terminate them)",
+                extra={"instance_ids": leftover},
+            )

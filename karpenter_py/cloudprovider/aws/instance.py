@@ -1,0 +1,346 @@
+"""EC2 instances behind NodeClaims: launch (CreateFleet), get, list, delete, tag.
+
+``create`` follows upstream's instance provider: pick the capacity type (spot when the NodeClaim
+allows it and some candidate has an available spot offering, else on-demand; reserved capacity
+is not supported here), one subnet per allowed zone, at most 60 of the cheapest types, one launch
+template per AMI, then one batched CreateFleet. Per-override errors that mean "no capacity" come
+back as :class:`InsufficientCapacityError` naming exactly the failed offerings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from karpenter_py.cloudprovider.aws import fleet
+from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
+from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
+from karpenter_py.cloudprovider.aws.launchtemplates import (
+    LaunchTemplateProvider,
+    ResolvedLaunchTemplate,
+)
+from karpenter_py.cloudprovider.errors import (
+    CloudProviderError,
+    CreateError,
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+)
+from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.core import SelectorRequirement
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_TOPOLOGY_ZONE,
+)
+from karpenter_py.scheduling.requirements import Requirements
+
+log = logging.getLogger("karpenter.aws.instance")
+
+PROVIDER_ID_PREFIX: Final = "aws:///"
+TAG_NODECLAIM: Final = "karpenter.sh/nodeclaim"
+TAG_NAME: Final = "Name"
+TAG_EKS_CLUSTER: Final = "eks:eks-cluster-name"
+# Tags that differ per NodeClaim: kept out of the CreateFleet batch key, written by CreateTags.
+PER_CLAIM_TAGS: Final = frozenset({TAG_NODECLAIM, TAG_NAME})
+LIVE_STATES: Final = ("pending", "running", "stopping", "stopped", "shutting-down")
+NOT_FOUND_CODES: Final = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+DESCRIBE_ATTEMPTS: Final = 6
+DESCRIBE_BACKOFF: Final = 0.1  # seconds, grows linearly per attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    image_id: str
+    subnet_id: str
+    security_group_ids: tuple[str, ...]
+    state: str
+    launch_time: datetime
+    private_dns_name: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def provider_id(self) -> str:
+        return f"{PROVIDER_ID_PREFIX}{self.zone}/{self.id}"
+
+    @staticmethod
+    def from_ec2(raw: Mapping[str, Any]) -> Instance:
+        """From one DescribeInstances ``Instances`` entry."""
+        launch = raw.get("LaunchTime")
+        if not isinstance(launch, datetime):
+            launch = datetime.now(UTC)
+        elif launch.tzinfo is None:
+            launch = launch.replace(tzinfo=UTC)
+        return Instance(
+            id=str(raw.get("InstanceId", "")),
+            instance_type=str(raw.get("InstanceType", "")),
+            zone=str((raw.get("Placement") or {}).get("AvailabilityZone", "")),
+            capacity_type=(
+                CAPACITY_TYPE_SPOT
+                if raw.get("InstanceLifecycle") == "spot"
+                else CAPACITY_TYPE_ON_DEMAND
+            ),
+            image_id=str(raw.get("ImageId", "")),
+            subnet_id=str(raw.get("SubnetId", "")),
+            security_group_ids=tuple(
+                str(g.get("GroupId", "")) for g in raw.get("SecurityGroups") or []
+            ),
+            state=str((raw.get("State") or {}).get("Name", "")),
+            launch_time=launch.astimezone(UTC),
+            private_dns_name=str(raw.get("PrivateDnsName", "")),
+            tags={str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags") or []},
+        )
+
+
+def parse_provider_id(provider_id: str) -> str:
+    """``aws:///us-west-2a/i-0abc`` -> ``i-0abc``."""
+    if provider_id.startswith(PROVIDER_ID_PREFIX):
+        parts = provider_id[len(PROVIDER_ID_PREFIX) :].split("/")
+        if len(parts) == 2 and parts[0] and parts[1].startswith("i-"):
+            return parts[1]
+    raise ValueError(
+        f"provider ID {provider_id!r} is not an AWS instance ID of the form aws:///<zone>/i-<id>"
+    )
+
+
+def _allows(reqs: Requirements, key: str, value: str) -> bool:
+    return key not in reqs or reqs[key].has(value)
+
+
+def zonal_subnets(nodeclass: EC2NodeClass, reqs: Requirements) -> dict[str, str]:
+    """zone -> subnet for the zones the NodeClaim allows: the first subnet listed per zone
+    (status lists the most free IPs first)."""
+    out: dict[str, str] = {}
+    for subnet in nodeclass.status.subnets:
+        if subnet.zone not in out and _allows(reqs, LABEL_TOPOLOGY_ZONE, subnet.zone):
+            out[subnet.zone] = subnet.id
+    return out
+
+
+def choose_capacity_type(
+    reqs: Requirements, instance_types: Sequence[InstanceType], zones: Sequence[str]
+) -> str:
+    """Spot if allowed and offered anywhere usable; on-demand otherwise."""
+    if _allows(reqs, LABEL_CAPACITY_TYPE, CAPACITY_TYPE_SPOT):
+        zone_set = set(zones)
+        for it in instance_types:
+            if any(
+                o.available and o.capacity_type == CAPACITY_TYPE_SPOT and o.zone in zone_set
+                for o in it.offerings
+            ):
+                return CAPACITY_TYPE_SPOT
+    return CAPACITY_TYPE_ON_DEMAND
+
+
+def split_tags(tags: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(tags every instance of a batch shares, per-NodeClaim tags)."""
+    shared = {k: v for k, v in tags.items() if k not in PER_CLAIM_TAGS}
+    own = {k: v for k, v in tags.items() if k in PER_CLAIM_TAGS}
+    return shared, own
+
+
+class InstanceProvider:
+    def __init__(
+        self,
+        clients: AwsClients,
+        cluster: ClusterInfo,
+        launch_templates: LaunchTemplateProvider,
+        *,
+        batch_idle: float = 0.035,
+        batch_max: float = 1.0,
+    ) -> None:
+        self._clients = clients
+        self._cluster = cluster
+        self._launch_templates = launch_templates
+        self._fleet = fleet.FleetBatcher(clients.ec2, idle=batch_idle, max_window=batch_max)
+
+    @property
+    def create_fleet_calls(self) -> int:
+        """CreateFleet API calls made so far."""
+        return self._fleet.calls
+
+    async def create(
+        self,
+        nodeclass: EC2NodeClass,
+        nodeclaim: NodeClaim,
+        instance_types: Sequence[InstanceType],
+        tags: Mapping[str, str],
+    ) -> Instance:
+        reqs = Requirements.from_selectors(
+            SelectorRequirement(r.key, r.operator, tuple(r.values), r.min_values)
+            for r in nodeclaim.spec.requirements
+        )
+        subnets = zonal_subnets(nodeclass, reqs)
+        if not subnets:
+            raise CreateError(
+                f"no subnet of EC2NodeClass {nodeclass.metadata.name!r} is in a zone the "
+                "NodeClaim allows",
+                reason="NoSubnets",
+            )
+        capacity_type = choose_capacity_type(reqs, instance_types, list(subnets))
+        if not _allows(reqs, LABEL_CAPACITY_TYPE, capacity_type):
+            raise InsufficientCapacityError("no allowed capacity type has an available offering")
+        candidates = fleet.select_types(instance_types, subnets, capacity_type)
+        if not candidates:
+            raise InsufficientCapacityError(
+                f"no instance type has an available {capacity_type} offering in {sorted(subnets)}"
+            )
+        shared, own = split_tags(tags)
+        instance_id = await self._launch(
+            nodeclass, nodeclaim, candidates, capacity_type, subnets, shared
+        )
+        if own:
+            await self._tag_quietly(instance_id, own)
+        instance = await self._describe_new(instance_id)
+        return _with_tags(instance, own)
+
+    async def _launch(
+        self,
+        nodeclass: EC2NodeClass,
+        nodeclaim: NodeClaim,
+        candidates: Sequence[InstanceType],
+        capacity_type: str,
+        subnets: Mapping[str, str],
+        shared_tags: Mapping[str, str],
+    ) -> str:
+        """One CreateFleet (batched); a missing launch template is re-created once."""
+        for attempt in (1, 2):
+            templates = await self._launch_templates.ensure(
+                nodeclass, nodeclaim, candidates, capacity_type
+            )
+            if not templates:
+                raise CreateError(
+                    "no AMI of the EC2NodeClass is compatible with the candidate instance types",
+                    reason="NoCompatibleAMI",
+                )
+            request = fleet.FleetRequest(
+                capacity_type=capacity_type,
+                overrides=fleet.build_overrides(
+                    [(t.name, t.instance_types) for t in templates],
+                    candidates,
+                    subnets,
+                    capacity_type,
+                ),
+                tags=tuple(sorted(shared_tags.items())),
+                context=nodeclass.spec.context,
+            )
+            try:
+                return await self._fleet.launch(request)
+            except Exception as exc:
+                if attempt == 1 and fleet.is_launch_template_not_found(exc):
+                    self._invalidate(templates)
+                    continue
+                if isinstance(exc, fleet.FleetLaunchError) or is_aws_error(exc):
+                    raise _launch_error(exc) from exc
+                raise
+        raise CreateError("launch template missing after re-creating it")  # pragma: no cover
+
+    def _invalidate(self, templates: Sequence[ResolvedLaunchTemplate]) -> None:
+        for t in templates:
+            log.info("launch template not found; re-creating", extra={"launch_template": t.name})
+            self._launch_templates.invalidate(t.name)
+
+    async def _tag_quietly(self, instance_id: str, tags: Mapping[str, str]) -> None:
+        # The instance is up whatever happens here; the tagging controller retries later.
+        try:
+            await self.tag(instance_id, tags)
+        except Exception as exc:
+            if not is_aws_error(exc):
+                raise
+            log.warning(
+                "tagging a new instance failed",
+                extra={"instance_id": instance_id, "error": str(exc)},
+            )
+
+    async def _describe_new(self, instance_id: str) -> Instance:
+        """DescribeInstances right after launch, retried briefly (eventual consistency)."""
+        for attempt in range(1, DESCRIBE_ATTEMPTS + 1):
+            try:
+                return await self.get(instance_id)
+            except NodeClaimNotFoundError:
+                if attempt == DESCRIBE_ATTEMPTS:
+                    break
+                await asyncio.sleep(DESCRIBE_BACKOFF * attempt)
+        raise CreateError(f"launched instance {instance_id} could not be described")
+
+    async def get(self, instance_id: str) -> Instance:
+        try:
+            resp = await self._clients.ec2.describe_instances(InstanceIds=[instance_id])
+        except Exception as exc:
+            if error_code(exc) in NOT_FOUND_CODES:
+                raise NodeClaimNotFoundError(f"instance {instance_id} not found") from exc
+            raise
+        for reservation in resp.get("Reservations") or []:
+            for raw in reservation.get("Instances") or []:
+                if raw.get("InstanceId") == instance_id:
+                    instance = Instance.from_ec2(raw)
+                    if instance.state == "terminated":
+                        break
+                    return instance
+        raise NodeClaimNotFoundError(f"instance {instance_id} not found or terminated")
+
+    async def list(self) -> builtins.list[Instance]:
+        reservations = await paginate(
+            self._clients.ec2,
+            "describe_instances",
+            "Reservations",
+            Filters=[
+                {"Name": "tag-key", "Values": [LABEL_NODEPOOL]},
+                {"Name": f"tag:{TAG_EKS_CLUSTER}", "Values": [self._cluster.name]},
+                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            ],
+        )
+        out = [Instance.from_ec2(raw) for r in reservations for raw in r.get("Instances") or []]
+        return [i for i in out if i.state != "terminated"]
+
+    async def delete(self, instance_id: str) -> None:
+        await self.get(instance_id)  # NodeClaimNotFoundError when unknown or terminated
+        try:
+            await self._clients.ec2.terminate_instances(InstanceIds=[instance_id])
+        except Exception as exc:
+            if error_code(exc) in NOT_FOUND_CODES:
+                raise NodeClaimNotFoundError(f"instance {instance_id} not found") from exc
+            raise
+        log.info("terminating instance", extra={"instance_id": instance_id})
+
+    async def tag(self, instance_id: str, tags: Mapping[str, str]) -> None:
+        if not tags:
+            return
+        try:
+            await self._clients.ec2.create_tags(
+                Resources=[instance_id],
+                Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())],
+            )
+        except Exception as exc:
+            if error_code(exc) in NOT_FOUND_CODES:
+                raise NodeClaimNotFoundError(f"instance {instance_id} not found") from exc
+            raise
+
+
+def _with_tags(instance: Instance, tags: Mapping[str, str]) -> Instance:
+    if all(instance.tags.get(k) == v for k, v in tags.items()):
+        return instance
+    return dataclasses.replace(instance, tags={**instance.tags, **tags})
+
+
+def _launch_error(exc: BaseException) -> CloudProviderError:
+    """The typed error a failed launch surfaces as."""
+    if isinstance(exc, fleet.FleetLaunchError):
+        offerings = fleet.unavailable_offerings(exc.errors)
+        if offerings:
+            return InsufficientCapacityError(str(exc), offerings=offerings)
+        return CreateError(f"CreateFleet: {exc}")
+    return CreateError(f"CreateFleet failed: {error_code(exc) or 'error'}: {exc}")
