@@ -1,0 +1,483 @@
+"""Live EC2 instance types: DescribeInstanceTypes + DescribeInstanceTypeOfferings, per node class.
+
+``InstanceTypeProvider.refresh`` loads what EC2 describes (hvm, x86_64 or arm64, as upstream
+discovers types) and where each type is offered (by availability zone). ``list(nodeclass)`` turns
+that into ``InstanceType``s with the built-in catalog's arithmetic (``catalog.build_instance_type``)
+under the class's knobs (AMI family, kubelet maxPods / podsPerCore / kubeReserved / systemReserved
+/ evictionHard, root volume size, RAID0 instance store, VM_MEMORY_OVERHEAD_PERCENT,
+RESERVED_ENIS) and offerings in the zones that have one of the class's subnets:
+
+- on-demand at the Pricing API price; a type without one has its on-demand offerings unavailable;
+- spot (when the type supports it) at the zone's spot price, or the on-demand price until a spot
+  price is known (upstream's behaviour; such offerings say ``price_estimated=True``);
+- every offering carries ``topology.k8s.aws/zone-id`` when the subnet status has the zone id.
+
+Types offered in none of the class's zones stay in the list with no offerings (as upstream), so a
+node of that type can still be looked up by name.
+
+``list`` returns the same list object while nothing it depends on changed (instance data,
+prices, the class's zones and knobs): the solver caches indexes by list identity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Protocol
+
+from karpenter_py.cloudprovider.aws.catalog import (
+    DEFAULT_EPHEMERAL_STORAGE,
+    Accelerator,
+    InstanceTypeFacts,
+    NeuronDevice,
+    NodeKnobs,
+    build_instance_type,
+)
+from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
+from karpenter_py.cloudprovider.aws.pricing import PricingProvider
+from karpenter_py.model.api.ec2nodeclass import BlockDeviceMapping, EC2NodeClass
+from karpenter_py.model.instancetype import InstanceType, Offering
+from karpenter_py.model.labels import (
+    AWS_LABEL_TOPOLOGY_ZONE_ID,
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
+    RESOURCE_EPHEMERAL_STORAGE,
+)
+from karpenter_py.model.quantity import QuantityError, parse_resource, parse_resources
+
+__all__ = [
+    "DISCOVERED_ARCHITECTURES",
+    "REFRESH_INTERVAL",
+    "InstanceTypeProvider",
+    "PriceSource",
+    "discovered",
+    "ephemeral_storage_for",
+    "facts_from_ec2",
+    "knobs_for",
+    "offerings_for",
+    "resolve_instance_types",
+]
+
+log = logging.getLogger("karpenter.aws.instancetypes")
+
+REFRESH_INTERVAL: Final = datetime.timedelta(hours=12)
+# Until the first successful load the run loop retries sooner than the 12 h period.
+RETRY_INTERVAL: Final = datetime.timedelta(minutes=1)
+CALL_TIMEOUT: Final = datetime.timedelta(minutes=5)
+DISCOVERED_ARCHITECTURES: Final = ("x86_64", "arm64")
+GI: Final = 2**30
+# (device holding the kubelet's ephemeral storage, its default size) per AMI family.
+_FAMILY_EPHEMERAL_DEVICE: Final[Mapping[str, tuple[str, int]]] = {
+    "AL2": ("/dev/xvda", 20 * GI),
+    "AL2023": ("/dev/xvda", 20 * GI),
+    "Bottlerocket": ("/dev/xvdb", 20 * GI),
+    "Windows2019": ("/dev/sda1", 50 * GI),
+    "Windows2022": ("/dev/sda1", 50 * GI),
+    "Windows2025": ("/dev/sda1", 50 * GI),
+}
+_CACHE_SIZE: Final = 64
+
+
+class PriceSource(Protocol):
+    """What offerings need from the pricing provider."""
+
+    def on_demand(self, instance_type: str) -> float | None: ...
+
+    def spot(self, instance_type: str, zone: str) -> float | None: ...
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def discovered(info: Mapping[str, Any]) -> bool:
+    """Upstream's DescribeInstanceTypes selection: hvm, and an x86_64 or arm64 processor."""
+    virtualization = info.get("SupportedVirtualizationTypes") or []
+    architectures = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or []
+    return "hvm" in virtualization and any(a in DISCOVERED_ARCHITECTURES for a in architectures)
+
+
+def _mbps(gbps: float) -> int:
+    return int(gbps * 1000 + 0.5)
+
+
+def _accelerators(items: Sequence[Mapping[str, Any]]) -> tuple[Accelerator, ...]:
+    return tuple(
+        Accelerator(
+            name=str(a.get("Name", "")),
+            manufacturer=str(a.get("Manufacturer", "")),
+            count=int(a.get("Count", 0)),
+            memory_mib=int((a.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
+        )
+        for a in items
+    )
+
+
+def _neuron(items: Sequence[Mapping[str, Any]]) -> tuple[NeuronDevice, ...]:
+    return tuple(
+        NeuronDevice(
+            name=str(d.get("Name", "")),
+            count=int(d.get("Count", 0)),
+            cores=int((d.get("CoreInfo") or {}).get("Count", 0)),
+            memory_mib=int((d.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
+        )
+        for d in items
+    )
+
+
+def _network(network: Mapping[str, Any]) -> dict[str, Any]:
+    cards = network.get("NetworkCards") or []
+    default_index = network.get("DefaultNetworkCardIndex", 0)
+    default_card = next(
+        (c for c in cards if c.get("NetworkCardIndex", 0) == default_index),
+        {"MaximumNetworkInterfaces": network.get("MaximumNetworkInterfaces", 0)},
+    )
+    bandwidth = (
+        _mbps(sum(c["BaselineBandwidthInGbps"] for c in cards))
+        if cards and all("BaselineBandwidthInGbps" in c for c in cards)
+        else None
+    )
+    return {
+        "max_enis": int(default_card.get("MaximumNetworkInterfaces", 0)),
+        "ipv4_per_eni": int(network.get("Ipv4AddressesPerInterface", 0)),
+        "efa_supported": bool(network.get("EfaSupported", False)),
+        "max_efa_interfaces": int((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)),
+        "encryption_in_transit": bool(network.get("EncryptionInTransitSupported", False)),
+        "network_performance": str(network.get("NetworkPerformance", "")),
+        "network_bandwidth_mbps": bandwidth,
+    }
+
+
+def facts_from_ec2(info: Mapping[str, Any], zones: Sequence[str] = ()) -> InstanceTypeFacts:
+    """The facts of one DescribeInstanceTypes entry (the fields the catalog arithmetic reads).
+
+    Prices are not part of EC2's answer: ``on_demand_price`` is None (offerings are priced from
+    the pricing provider when a node class lists the types).
+    """
+    processor = info.get("ProcessorInfo") or {}
+    ebs = info.get("EbsInfo") or {}
+    storage = info.get("InstanceStorageInfo") or {}
+    clock = processor.get("SustainedClockSpeedInGhz")
+    return InstanceTypeFacts(
+        name=str(info["InstanceType"]),
+        vcpu=int(info["VCpuInfo"]["DefaultVCpus"]),
+        memory_mib=int(info["MemoryInfo"]["SizeInMiB"]),
+        architectures=tuple(processor.get("SupportedArchitectures") or ()),
+        on_demand_price=None,
+        usage_classes=tuple(sorted(info.get("SupportedUsageClasses") or ())),
+        zones=tuple(sorted(zones)),
+        hypervisor=str(info.get("Hypervisor", "")),
+        bare_metal=bool(info.get("BareMetal", False)),
+        cpu_manufacturer=str(processor.get("Manufacturer", "")),
+        sustained_clock_ghz=float(clock) if clock is not None else None,
+        gpus=_accelerators((info.get("GpuInfo") or {}).get("Gpus") or ()),
+        inference_accelerators=_accelerators(
+            (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or ()
+        ),
+        neuron_devices=_neuron((info.get("NeuronInfo") or {}).get("NeuronDevices") or ()),
+        instance_storage_gb=(int(storage["TotalSizeInGB"]) if "TotalSizeInGB" in storage else None),
+        instance_storage_nvme=str(storage.get("NvmeSupport", "unsupported")),
+        ebs_bandwidth_mbps=(ebs.get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps"),
+        ebs_optimized_support=str(ebs.get("EbsOptimizedSupport", "unsupported")),
+        **_network(info.get("NetworkInfo") or {}),
+    )
+
+
+def _volume_size(mapping: BlockDeviceMapping) -> int | None:
+    if mapping.ebs is None or mapping.ebs.volume_size is None:
+        return None
+    return parse_resource(RESOURCE_EPHEMERAL_STORAGE, mapping.ebs.volume_size)
+
+
+def ephemeral_storage_for(ami_family: str, mappings: Sequence[BlockDeviceMapping] | None) -> int:
+    """Bytes of ephemeral storage: the rootVolume mapping's size, else (Custom) the last
+    mapping's, else the family's ephemeral device in the mappings, else the family default."""
+    device, default = _FAMILY_EPHEMERAL_DEVICE.get(ami_family, ("", DEFAULT_EPHEMERAL_STORAGE))
+    if mappings:
+        root = next((m for m in mappings if m.root_volume), None)
+        if root is not None and (size := _volume_size(root)) is not None:
+            return size
+        if ami_family == "Custom":
+            # A custom AMI's layout is unknown; upstream takes the last mapping.
+            return _volume_size(mappings[-1]) or DEFAULT_EPHEMERAL_STORAGE
+        for mapping in mappings:
+            if mapping.device_name == device and (size := _volume_size(mapping)) is not None:
+                return size
+    return default
+
+
+def _int_setting(kubelet: Mapping[str, object], key: str, nodeclass: str) -> int | None:
+    value = kubelet.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    # CEL expressions (the NodeClassCEL gate) are not evaluated here.
+    log.warning(
+        "kubelet setting ignored: not an integer",
+        extra={"nodeclass": nodeclass, "key": key, "value": str(value)},
+    )
+    return None
+
+
+def _resource_setting(kubelet: Mapping[str, object], key: str, nodeclass: str) -> dict[str, int]:
+    value = kubelet.get(key)
+    if not isinstance(value, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for name, quantity in value.items():
+        try:
+            out.update(parse_resources({str(name): str(quantity)}))
+        except QuantityError:
+            log.warning(
+                "kubelet reservation ignored: not a quantity",
+                extra={"nodeclass": nodeclass, "key": f"{key}.{name}", "value": str(quantity)},
+            )
+    return out
+
+
+def knobs_for(
+    nodeclass: EC2NodeClass, *, vm_memory_overhead_percent: float, reserved_enis: int
+) -> NodeKnobs:
+    """The settings of ``nodeclass`` that change capacity and overhead."""
+    spec = nodeclass.spec
+    family = spec.resolved_ami_family()
+    kubelet: Mapping[str, object] = spec.kubelet or {}
+    name = nodeclass.metadata.name or ""
+    eviction = kubelet.get("evictionHard")
+    return NodeKnobs(
+        ami_family=family,
+        max_pods=_int_setting(kubelet, "maxPods", name),
+        pods_per_core=_int_setting(kubelet, "podsPerCore", name),
+        kube_reserved=_resource_setting(kubelet, "kubeReserved", name),
+        system_reserved=_resource_setting(kubelet, "systemReserved", name),
+        eviction_hard=(
+            {str(k): str(v) for k, v in eviction.items()} if isinstance(eviction, Mapping) else {}
+        ),
+        ephemeral_storage=ephemeral_storage_for(family, spec.block_device_mappings),
+        instance_store_raid0=spec.instance_store_policy == "RAID0",
+        vm_memory_overhead_percent=vm_memory_overhead_percent,
+        reserved_enis=reserved_enis,
+    )
+
+
+def _capacity_types(facts: InstanceTypeFacts) -> list[str]:
+    return [c for c in (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT) if c in facts.usage_classes]
+
+
+def offerings_for(
+    facts: InstanceTypeFacts, zones: Sequence[tuple[str, str]], pricing: PriceSource
+) -> list[Offering]:
+    """One offering per (zone, capacity type); ``zones`` are (zone, zone id or "") pairs."""
+    on_demand = pricing.on_demand(facts.name)
+    out: list[Offering] = []
+    for zone, zone_id in zones:
+        labels = {AWS_LABEL_TOPOLOGY_ZONE_ID: zone_id} if zone_id else {}
+        for capacity_type in _capacity_types(facts):
+            price, estimated = on_demand, False
+            if capacity_type == CAPACITY_TYPE_SPOT:
+                spot = pricing.spot(facts.name, zone)
+                price, estimated = (spot, False) if spot is not None else (on_demand, True)
+            out.append(
+                Offering(
+                    zone=zone,
+                    capacity_type=capacity_type,
+                    price=price if price is not None else 0.0,
+                    available=price is not None,
+                    labels=labels,
+                    price_estimated=estimated and price is not None,
+                )
+            )
+    return out
+
+
+def resolve_instance_types(
+    facts: Sequence[InstanceTypeFacts],
+    subnet_zones: Mapping[str, str],
+    *,
+    region: str,
+    knobs: NodeKnobs,
+    pricing: PriceSource,
+) -> list[InstanceType]:
+    """Every type in ``facts`` (sorted by name) for a class whose subnets are in
+    ``subnet_zones`` (zone -> zone id, "" when unknown)."""
+    out: list[InstanceType] = []
+    for item in sorted(facts, key=lambda f: f.name):
+        offered = set(item.zones)
+        zones = [(z, subnet_zones[z]) for z in sorted(subnet_zones) if z in offered]
+        out.append(
+            build_instance_type(
+                item,
+                offerings_for(item, zones, pricing),
+                zones=[z for z, _ in zones],
+                capacity_types=_capacity_types(item),
+                region=region,
+                knobs=knobs,
+                zone_ids=[zone_id for _, zone_id in zones if zone_id],
+            )
+        )
+    return out
+
+
+def _cache_key(nodeclass: EC2NodeClass) -> tuple[object, ...]:
+    spec = nodeclass.spec
+    zones = tuple(sorted({(s.zone, s.zone_id) for s in nodeclass.status.subnets}))
+    mappings = [m.model_dump(mode="json") for m in spec.block_device_mappings or ()]
+    return (
+        zones,
+        json.dumps(spec.kubelet or {}, sort_keys=True, default=str),
+        json.dumps(mappings, sort_keys=True),
+        spec.resolved_ami_family(),
+        spec.instance_store_policy,
+    )
+
+
+# --------------------------------------------------------------------------- provider
+
+
+class InstanceTypeProvider:
+    """The EC2 instance type data of the region, and the per-node-class instance types."""
+
+    def __init__(
+        self,
+        clients: AwsClients,
+        pricing: PricingProvider,
+        *,
+        vm_memory_overhead_percent: float = 0.075,
+        reserved_enis: int = 0,
+        refresh_interval: datetime.timedelta = REFRESH_INTERVAL,
+        call_timeout: datetime.timedelta = CALL_TIMEOUT,
+    ) -> None:
+        if not 0.0 <= vm_memory_overhead_percent < 1.0:
+            raise ValueError(
+                f"vm_memory_overhead_percent must be in [0, 1), got {vm_memory_overhead_percent}"
+            )
+        if reserved_enis < 0:
+            raise ValueError(f"reserved_enis must be >= 0, got {reserved_enis}")
+        self._clients = clients
+        self._pricing = pricing
+        self._vm_overhead = vm_memory_overhead_percent
+        self._reserved_enis = reserved_enis
+        self._interval = refresh_interval.total_seconds()
+        self._timeout = call_timeout.total_seconds()
+        self._facts: tuple[InstanceTypeFacts, ...] = ()
+        self._by_name: dict[str, InstanceTypeFacts] = {}
+        self._loaded = False
+        self.seq_num = 0
+        self._cache: OrderedDict[tuple[object, ...], list[InstanceType]] = OrderedDict()
+        # list() may run in solver threads; one build per key.
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def facts(self, instance_type: str) -> InstanceTypeFacts | None:
+        """What EC2 said about ``instance_type`` (ENI limits etc.), if it was discovered."""
+        return self._by_name.get(instance_type)
+
+    async def refresh(self) -> None:
+        """Reload types and offerings; a failure keeps the previous data (and is raised only
+        while nothing has ever loaded, so the first call surfaces it)."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                facts = await self._describe()
+        except Exception as exc:
+            if not (is_aws_error(exc) or isinstance(exc, TimeoutError | KeyError | ValueError)):
+                raise
+            log.warning(
+                "instance type refresh failed; keeping previous data",
+                extra={"error": str(exc), "code": error_code(exc), "loaded": self._loaded},
+            )
+            if not self._loaded:
+                raise
+            return
+        if facts != self._facts:
+            with self._lock:
+                self._facts = facts
+                self._by_name = {f.name: f for f in facts}
+                self.seq_num += 1
+                self._cache.clear()
+        self._loaded = True
+        log.info(
+            "instance types refreshed",
+            extra={"types": len(facts), "region": self._clients.region, "seq_num": self.seq_num},
+        )
+
+    async def run(self) -> None:
+        """Refresh every refresh interval (every minute until the first success), forever."""
+        while True:
+            try:
+                await self.refresh()
+            except Exception as exc:
+                if not (is_aws_error(exc) or isinstance(exc, TimeoutError | KeyError | ValueError)):
+                    raise
+            delay = self._interval if self._loaded else RETRY_INTERVAL.total_seconds()
+            await asyncio.sleep(delay)
+
+    async def _describe(self) -> tuple[InstanceTypeFacts, ...]:
+        ec2 = self._clients.ec2
+        infos = await paginate(
+            ec2,
+            "describe_instance_types",
+            "InstanceTypes",
+            Filters=[
+                {"Name": "supported-virtualization-type", "Values": ["hvm"]},
+                {"Name": "processor-info.supported-architecture", "Values": ["x86_64", "arm64"]},
+            ],
+            MaxResults=100,
+        )
+        offerings = await paginate(
+            ec2,
+            "describe_instance_type_offerings",
+            "InstanceTypeOfferings",
+            LocationType="availability-zone",
+            MaxResults=1000,
+        )
+        zones: dict[str, set[str]] = {}
+        for offering in offerings:
+            zones.setdefault(str(offering["InstanceType"]), set()).add(str(offering["Location"]))
+        # The filters are applied again here: EC2 look-alikes may ignore them.
+        described = [
+            facts_from_ec2(info, sorted(zones.get(str(info["InstanceType"]), ())))
+            for info in infos
+            if discovered(info)
+        ]
+        if not described:
+            raise ValueError("DescribeInstanceTypes returned no hvm x86_64/arm64 instance types")
+        return tuple(sorted(described, key=lambda f: f.name))
+
+    def list(self, nodeclass: EC2NodeClass) -> list[InstanceType]:
+        """The instance types for ``nodeclass``; the same list object while nothing changed."""
+        key = (self.seq_num, self._pricing.seq_num, *_cache_key(nodeclass))
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+            subnet_zones: dict[str, str] = {}
+            for subnet in nodeclass.status.subnets:
+                # Keep a known zone id if another subnet of the zone lacks it.
+                subnet_zones[subnet.zone] = subnet_zones.get(subnet.zone) or subnet.zone_id
+            built = resolve_instance_types(
+                self._facts,
+                subnet_zones,
+                region=self._clients.region,
+                knobs=knobs_for(
+                    nodeclass,
+                    vm_memory_overhead_percent=self._vm_overhead,
+                    reserved_enis=self._reserved_enis,
+                ),
+                pricing=self._pricing,
+            )
+            # Entries for older data or prices can never be asked for again.
+            for stale in [k for k in self._cache if k[:2] != key[:2]]:
+                del self._cache[stale]
+            self._cache[key] = built
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+            return built
