@@ -1,0 +1,381 @@
+"""``nodeclass.status``: EC2NodeClass status, conditions and the termination finalizer.
+
+Upstream runs one controller per part (pkg/controllers/nodeclass/{subnet,securitygroup,ami,
+instanceprofile,validation,readiness}.go) over one object; here they are one reconciler and a
+class costs at most one status write per pass:
+
+* ``status.subnets`` / ``securityGroups`` / ``amis`` / ``instanceProfile`` from
+  :class:`NodeClassResolver`; conditions ``SubnetsReady``, ``SecurityGroupsReady``,
+  ``AMIsReady``, ``InstanceProfileReady``, ``ValidationSucceeded`` and their roll-up ``Ready``
+  (True only when all five are; else reason ``UnhealthyDependents`` listing the False ones).
+  A part whose AWS call failed keeps its previous status value (only its condition says why);
+  a part that matched nothing is emptied.
+* Every class is re-resolved each minute (upstream's shortest timer, the subnets'; security
+  groups and AMIs would wait 5 min: one timer keeps it simple and only costs API calls).
+* Finalizer ``karpenter.k8s.aws/termination`` is added first. On deletion the class waits while
+  any NodeClaim references it (re-checked on NodeClaim deletes and every 10 s), then its launch
+  templates and Karpenter-made instance profile are deleted and the finalizer removed.
+
+Status is written through the ``status`` subresource with a merge patch guarded by the
+resourceVersion it was computed from; nothing is written when nothing changed. Objects that do
+not parse are logged and skipped.
+
+Wiring (manager): ``NodeClassStatus(client, cluster, resolver, recorder, clock=..., metrics=...)``
+with ``NodeClassResolver(clients, cluster_name, kubernetes_version=KubernetesVersion(client,
+clock=clock))``; EC2NodeClass upserts -> :meth:`NodeClassStatus.on_nodeclass`, deletes ->
+:meth:`NodeClassStatus.on_nodeclass_deleted`; NodeClaim deletes ->
+:meth:`NodeClassStatus.on_nodeclaim_deleted`; run :meth:`NodeClassStatus.run` (leader only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from karpenter_py.aio.clock import Clock
+from karpenter_py.cloudprovider.aws.clients import is_aws_error
+from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver, ResolvedNodeClass
+from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
+from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.kube.events import EventRecorder, object_ref
+from karpenter_py.kube.objects import KubeObject, metadata
+from karpenter_py.kube.resources import EC2NODECLASSES
+from karpenter_py.model.api.ec2nodeclass import (
+    API_VERSION,
+    CONDITION_AMIS_READY,
+    CONDITION_INSTANCE_PROFILE_READY,
+    CONDITION_SECURITY_GROUPS_READY,
+    CONDITION_SUBNETS_READY,
+    CONDITION_VALIDATION_SUCCEEDED,
+    KIND,
+    EC2NodeClass,
+)
+from karpenter_py.model.api.meta import (
+    CONDITION_FALSE,
+    CONDITION_READY,
+    CONDITION_TRUE,
+    Condition,
+    ConditionStatus,
+    set_condition,
+)
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.labels import AWS_FINALIZER_TERMINATION, AWS_GROUP
+from karpenter_py.state.cluster import Cluster
+
+log = logging.getLogger("karpenter.nodeclass.status")
+
+# The conditions that roll up into Ready, in the order Ready's message names them.
+READY_DEPENDENTS: Final = (
+    CONDITION_SUBNETS_READY,
+    CONDITION_SECURITY_GROUPS_READY,
+    CONDITION_AMIS_READY,
+    CONDITION_INSTANCE_PROFILE_READY,
+    CONDITION_VALIDATION_SUCCEEDED,
+)
+REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
+REQUEUE_SECONDS: Final = 60.0
+WAIT_SECONDS: Final = 10.0  # re-check of a deleting class still referenced by NodeClaims
+VERSION_TTL: Final = 300.0
+
+
+# ----------------------------------------------------------------------------- decisions (pure)
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredCondition:
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+
+
+def desired_conditions(failures: Mapping[str, Failure]) -> list[DesiredCondition]:
+    """The five part conditions (True unless they failed) and Ready."""
+    out = []
+    for type_ in READY_DEPENDENTS:
+        failure = failures.get(type_)
+        if failure is None:
+            out.append(DesiredCondition(type_, CONDITION_TRUE, type_))
+        else:
+            out.append(DesiredCondition(type_, CONDITION_FALSE, failure.reason, failure.message))
+    unhealthy = [c for c in out if c.status != CONDITION_TRUE]
+    if unhealthy:
+        message = ", ".join(f"{c.type}={c.status}" for c in unhealthy)
+        out.append(
+            DesiredCondition(CONDITION_READY, CONDITION_FALSE, REASON_UNHEALTHY_DEPENDENTS, message)
+        )
+    else:
+        out.append(DesiredCondition(CONDITION_READY, CONDITION_TRUE, CONDITION_READY))
+    return out
+
+
+def apply_conditions(
+    current: Sequence[Condition],
+    desired: Iterable[DesiredCondition],
+    *,
+    now: datetime,
+    generation: int | None,
+) -> list[Condition]:
+    """``current`` with ``desired`` set (others kept; lastTransitionTime moves on flips only)."""
+    out = [c.model_copy() for c in current]
+    for d in desired:
+        set_condition(
+            out,
+            d.type,
+            d.status,
+            now=now,
+            reason=d.reason,
+            message=d.message,
+            observed_generation=generation,
+        )
+    return out
+
+
+def status_body(
+    nodeclass: EC2NodeClass, resolved: ResolvedNodeClass, conditions: Sequence[Condition]
+) -> dict[str, Any]:
+    """The status fields this controller owns, in wire form. A part that failed transiently
+    (an AWS error) keeps its previous value."""
+    old = nodeclass.status
+    keep = {t for t, f in resolved.failures.items() if f.transient}
+    subnets = old.subnets if CONDITION_SUBNETS_READY in keep else resolved.subnets
+    groups = (
+        old.security_groups if CONDITION_SECURITY_GROUPS_READY in keep else resolved.security_groups
+    )
+    amis = old.amis if CONDITION_AMIS_READY in keep else resolved.amis
+    profile = (
+        old.instance_profile
+        if CONDITION_INSTANCE_PROFILE_READY in keep
+        else resolved.instance_profile
+    )
+    return {
+        "subnets": [s.model_dump(mode="json", by_alias=True) for s in subnets],
+        "securityGroups": [g.model_dump(mode="json", by_alias=True) for g in groups],
+        "amis": [a.model_dump(mode="json", by_alias=True) for a in amis],
+        "instanceProfile": profile,
+        "conditions": [c.model_dump(mode="json", by_alias=True) for c in conditions],
+    }
+
+
+def current_body(nodeclass: EC2NodeClass) -> dict[str, Any]:
+    """The same fields as :func:`status_body`, as the object has them now."""
+    wire = nodeclass.status.model_dump(mode="json", by_alias=True)
+    return {
+        "subnets": wire.get("subnets", []),
+        "securityGroups": wire.get("securityGroups", []),
+        "amis": wire.get("amis", []),
+        "instanceProfile": wire.get("instanceProfile", ""),
+        "conditions": wire.get("conditions", []),
+    }
+
+
+def referencing_nodeclaims(nodeclaims: Iterable[NodeClaim], name: str) -> list[str]:
+    """Names of the NodeClaims whose nodeClassRef is the EC2NodeClass ``name``."""
+    out = []
+    for nc in nodeclaims:
+        ref = nc.spec.node_class_ref
+        if ref.group == AWS_GROUP and ref.kind == KIND and ref.name == name:
+            out.append(nc.metadata.name)
+    return sorted(out)
+
+
+def finalizers_patch(
+    resource_version: str, finalizers: Sequence[str], *, add: bool
+) -> dict[str, Any]:
+    """Merge patch adding or removing our finalizer, guarded by ``resource_version``."""
+    rest = [f for f in finalizers if f != AWS_FINALIZER_TERMINATION]
+    wanted = [*rest, AWS_FINALIZER_TERMINATION] if add else rest
+    return {"metadata": {"finalizers": wanted, "resourceVersion": resource_version}}
+
+
+# ----------------------------------------------------------------------------- k8s version
+
+
+class KubernetesVersion:
+    """The API server's ``major.minor`` ("1.31"), read from ``GET /version``, cached 5 min;
+    what AMI aliases are resolved for."""
+
+    def __init__(self, client: KubeClient, *, clock: Clock, ttl: float = VERSION_TTL) -> None:
+        self.client = client
+        self.clock = clock
+        self.ttl = ttl
+        self._value: tuple[str, float] | None = None
+
+    async def __call__(self) -> str:
+        now = self.clock.monotonic()
+        if self._value is not None and self._value[1] > now:
+            return self._value[0]
+        info = await self.client.version()
+        major = str(info.get("major", "")).rstrip("+")
+        minor = str(info.get("minor", "")).rstrip("+")
+        if not (major.isdigit() and minor.isdigit()):
+            # Some distributions leave major/minor empty: fall back to gitVersion v1.31.2.
+            parts = str(info.get("gitVersion", "")).lstrip("v").split(".")
+            major, minor = [*parts, "", ""][:2]
+        version = f"{major}.{minor}"
+        self._value = (version, now + self.ttl)
+        return version
+
+
+# ----------------------------------------------------------------------------- reconciler
+
+
+class NodeClassStatus:
+    name = "nodeclass.status"
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cluster: Cluster,
+        resolver: NodeClassResolver,
+        recorder: EventRecorder,
+        *,
+        clock: Clock,
+        metrics: WorkerMetrics | None = None,
+        workers: int = 2,
+        requeue_seconds: float = REQUEUE_SECONDS,
+        wait_seconds: float = WAIT_SECONDS,
+    ) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.resolver = resolver
+        self.recorder = recorder
+        self.clock = clock
+        self.metrics = metrics
+        self.workers = workers
+        self.requeue_seconds = requeue_seconds
+        self.wait_seconds = wait_seconds
+        self.queue = new_queue(self.name)
+
+    # ------------------------------------------------------------------ triggers (sync)
+    def on_nodeclass(self, obj: KubeObject) -> None:
+        name = metadata(obj).get("name")
+        if name:
+            self.queue.add(str(name))
+
+    def on_nodeclass_deleted(self, obj: KubeObject) -> None:
+        # Gone: the reconcile finds nothing and drops the key (its cleanup ran before the
+        # finalizer came off).
+        self.on_nodeclass(obj)
+
+    def on_nodeclaim_deleted(self, obj: KubeObject) -> None:
+        """A deleting EC2NodeClass may have been waiting for this NodeClaim."""
+        ref = (obj.get("spec") or {}).get("nodeClassRef") or {}
+        if ref.get("group") == AWS_GROUP and ref.get("kind") == KIND and ref.get("name"):
+            self.queue.add(str(ref["name"]))
+
+    # ------------------------------------------------------------------ running
+    async def run(self) -> None:
+        # The NodeClaims a deleting class waits for are only known once the caches listed.
+        # (Cluster mutators signal nothing: poll, as nodepool.readiness does.)
+        while True:
+            if self.cluster.synced():
+                break
+            await asyncio.sleep(0.1)
+        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
+
+    async def reconcile(self, key: str) -> Result | None:
+        try:
+            raw = await self.client.get(EC2NODECLASSES, key)
+        except NotFoundError:
+            return None
+        try:
+            nodeclass = EC2NodeClass.model_validate(raw)
+        except ValidationError as err:
+            log.warning(
+                "skipping unparsable ec2nodeclass", extra={"ec2nodeclass": key, "error": str(err)}
+            )
+            return None
+        if nodeclass.metadata.deletion_timestamp is not None:
+            return await self._finalize(nodeclass)
+        if AWS_FINALIZER_TERMINATION not in nodeclass.metadata.finalizers:
+            nodeclass = await self._set_finalizer(nodeclass, add=True)
+        resolved = await self.resolver.resolve(nodeclass)
+        await self._write_status(nodeclass, resolved)
+        return Result(requeue_after=self.requeue_seconds)
+
+    async def _set_finalizer(self, nodeclass: EC2NodeClass, *, add: bool) -> EC2NodeClass:
+        meta = nodeclass.metadata
+        patch = finalizers_patch(meta.resource_version, meta.finalizers, add=add)
+        updated = await self.client.patch(EC2NODECLASSES, meta.name, patch)
+        return EC2NodeClass.model_validate(updated)
+
+    async def _write_status(self, nodeclass: EC2NodeClass, resolved: ResolvedNodeClass) -> None:
+        meta = nodeclass.metadata
+        conditions = apply_conditions(
+            nodeclass.status.conditions,
+            desired_conditions(resolved.failures),
+            now=self.clock.now(),
+            generation=meta.generation,
+        )
+        body = status_body(nodeclass, resolved, conditions)
+        if body == current_body(nodeclass):
+            return
+        patch = {"status": body, "metadata": {"resourceVersion": meta.resource_version}}
+        await self.client.patch(
+            EC2NODECLASSES, meta.name, patch, patch_type=PatchType.MERGE, subresource="status"
+        )
+        self._record_failures(nodeclass, resolved)
+        log.info(
+            "ec2nodeclass status updated",
+            extra={
+                "ec2nodeclass": meta.name,
+                "ready": resolved.ready,
+                "failures": {t: f.reason for t, f in resolved.failures.items()},
+            },
+        )
+
+    def _record_failures(self, nodeclass: EC2NodeClass, resolved: ResolvedNodeClass) -> None:
+        before = {c.type: c.status for c in nodeclass.status.conditions}
+        ref = self._ref(nodeclass)
+        for type_, failure in resolved.failures.items():
+            if before.get(type_) != CONDITION_FALSE:
+                self.recorder.record(
+                    ref, failure.reason, f"{type_}: {failure.message}", event_type="Warning"
+                )
+
+    @staticmethod
+    def _ref(nodeclass: EC2NodeClass) -> KubeObject:
+        meta = nodeclass.metadata
+        return object_ref(API_VERSION, KIND, meta.name, uid=meta.uid or None)
+
+    async def _finalize(self, nodeclass: EC2NodeClass) -> Result | None:
+        meta = nodeclass.metadata
+        if AWS_FINALIZER_TERMINATION not in meta.finalizers:
+            return None
+        waiting = referencing_nodeclaims(self.cluster.nodeclaims.values(), meta.name)
+        if waiting:
+            log.info(
+                "ec2nodeclass deletion waits for nodeclaims",
+                extra={"ec2nodeclass": meta.name, "nodeclaims": waiting[:10]},
+            )
+            self.recorder.record(
+                self._ref(nodeclass),
+                "WaitingOnNodeClaimTermination",
+                f"Waiting on NodeClaim termination for {', '.join(waiting[:10])}",
+                dedupe_values=(meta.name,),
+            )
+            return Result(requeue_after=self.wait_seconds)
+        try:
+            await self.resolver.cleanup(nodeclass)
+        except Exception as exc:
+            if not is_aws_error(exc):
+                raise
+            log.warning(
+                "ec2nodeclass cleanup failed; retrying",
+                extra={"ec2nodeclass": meta.name, "error": str(exc)},
+            )
+            return Result(requeue_after=self.wait_seconds)
+        try:
+            await self._set_finalizer(nodeclass, add=False)
+        except NotFoundError:
+            return None
+        log.info("ec2nodeclass finalized", extra={"ec2nodeclass": meta.name})
+        return None
