@@ -1,0 +1,115 @@
+"""Builders for the launch-path tests: a Ready EC2NodeClass, a NodeClaim, candidate types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
+from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
+from karpenter_py.model.labels import LABEL_ARCH, LABEL_NODEPOOL
+
+CLUSTER_INFO = ClusterInfo(
+    name="test-cluster",
+    region="us-west-2",
+    endpoint="https://ABC.gr7.us-west-2.eks.amazonaws.com",
+    ca_bundle="Q0EtREFUQQ==",
+    service_cidr="10.100.0.0/16",
+)
+ALIASES = {"AL2023": "al2023@latest", "AL2": "al2@latest", "Bottlerocket": "bottlerocket@latest"}
+
+
+def ec2nodeclass(
+    name: str = "default",
+    *,
+    subnets: list[tuple[str, str]] | None = None,  # (zone, subnet id), in status order
+    security_groups: tuple[str, ...] = ("sg-0123",),
+    amis: list[tuple[str, str]] | None = None,  # (AMI id, arch), newest first
+    instance_profile: str = "test-cluster_profile",
+    family: str = "AL2023",
+    **spec: Any,
+) -> EC2NodeClass:
+    amis = amis if amis is not None else [("ami-0amd64", "amd64")]
+    body: dict[str, Any] = {
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
+        "role": "KarpenterNodeRole",
+        **spec,
+    }
+    if family in ALIASES:
+        body["amiSelectorTerms"] = [{"alias": ALIASES[family]}]
+    else:
+        body["amiSelectorTerms"] = [{"tags": {"karpenter.sh/discovery": "test-cluster"}}]
+        body["amiFamily"] = family
+    return EC2NodeClass.model_validate(
+        {
+            "metadata": {"name": name, "uid": f"uid-{name}"},
+            "spec": body,
+            "status": {
+                "subnets": [
+                    {"id": sid, "zone": zone}
+                    for zone, sid in (subnets or [("us-west-2a", "subnet-a")])
+                ],
+                "securityGroups": [{"id": sg} for sg in security_groups],
+                "amis": [
+                    {
+                        "id": ami_id,
+                        "requirements": [{"key": LABEL_ARCH, "operator": "In", "values": [arch]}],
+                    }
+                    for ami_id, arch in amis
+                ],
+                "instanceProfile": instance_profile,
+            },
+        }
+    )
+
+
+def nodeclaim(
+    name: str = "default-abcde",
+    *,
+    pool: str = "default",
+    requirements: list[dict[str, Any]] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    startup_taints: list[dict[str, str]] | None = None,
+    labels: dict[str, str] | None = None,
+) -> NodeClaim:
+    return NodeClaim.model_validate(
+        {
+            "metadata": {"name": name, "labels": {LABEL_NODEPOOL: pool, **(labels or {})}},
+            "spec": {
+                "nodeClassRef": {
+                    "group": "karpenter.k8s.aws",
+                    "kind": "EC2NodeClass",
+                    "name": "default",
+                },
+                "requirements": requirements or [],
+                "taints": taints or [],
+                "startupTaints": startup_taints or [],
+            },
+        }
+    )
+
+
+def instance_type(
+    name: str, offerings: list[tuple[str, str, float]], *, arch: str = "amd64"
+) -> InstanceType:
+    """``offerings`` as (zone, capacity type, price), all available."""
+    return make_instance_type(
+        name=name,
+        requirements={LABEL_ARCH: arch},
+        capacity={"cpu": 2000, "memory": 4 * 2**30, "pods": 29},
+        offerings=[Offering(zone=z, capacity_type=ct, price=p) for z, ct, p in offerings],
+    )
+
+
+def launch_tags(claim: str, pool: str = "default", nodeclass: str = "default") -> dict[str, str]:
+    """The tags the caller (provider.py) passes to InstanceProvider.create."""
+    return {
+        "karpenter.sh/nodepool": pool,
+        "karpenter.sh/nodeclaim": claim,
+        "karpenter.k8s.aws/ec2nodeclass": nodeclass,
+        "eks:eks-cluster-name": "test-cluster",
+        "kubernetes.io/cluster/test-cluster": "owned",
+        "Name": f"{pool}/{claim}",
+    }
