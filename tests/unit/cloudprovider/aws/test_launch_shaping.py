@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from karpenter_py.cloudprovider.aws import fleet, launchtemplates
+from karpenter_py.cloudprovider.aws import fleet, launchtemplates, userdata
 from karpenter_py.cloudprovider.aws.fleet import (
     FleetError,
     FleetLaunchError,
@@ -20,6 +20,7 @@ from karpenter_py.cloudprovider.aws.instance import (
 )
 from karpenter_py.cloudprovider.errors import CreateError, InsufficientCapacityError
 from karpenter_py.model.core import SelectorRequirement
+from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.requirements import Requirements
 from tests.aws.launchsupport import CLUSTER_INFO, ec2nodeclass, instance_type, nodeclaim
 
@@ -29,7 +30,7 @@ A, B, C = "us-west-2a", "us-west-2b", "us-west-2c"
 def _name(**spec: object) -> str:
     nc = ec2nodeclass(**spec)  # type: ignore[arg-type]
     opts = launchtemplates.bootstrap_options(CLUSTER_INFO, nc, nodeclaim(), "on-demand")
-    text = launchtemplates.userdata.render(nc.spec.resolved_ami_family(), opts)
+    text = userdata.render(nc.spec.resolved_ami_family(), opts)
     data = launchtemplates.template_data(nc, "ami-1", text)
     return launchtemplates.template_name(data, launchtemplates.template_tags("c", nc))
 
@@ -152,7 +153,7 @@ def test_map_amis_first_compatible() -> None:
     ]
 
 
-def _types() -> list:
+def _types() -> list[InstanceType]:
     return [
         instance_type(
             "t3.small", [(A, "on-demand", 0.02), (B, "on-demand", 0.021), (A, "spot", 0.007)]
@@ -295,7 +296,7 @@ def _err(code: str, it: str = "m5.large", zone: str = A, ct: str = "spot") -> Fl
     ],
 )
 def test_launch_error_mapping(
-    errors: list[FleetError], kind: type, offerings: tuple | None
+    errors: list[FleetError], kind: type, offerings: tuple[tuple[str, str, str], ...] | None
 ) -> None:
     got = _launch_error(FleetLaunchError(errors))
     assert type(got) is kind
