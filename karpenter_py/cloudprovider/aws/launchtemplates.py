@@ -14,6 +14,7 @@ instance type of an AMI.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -259,6 +260,8 @@ class LaunchTemplateProvider:
         self._ttl = cache_ttl
         self._clock = clock
         self._ensured: dict[str, float] = {}  # template name -> cache expiry
+        # Concurrent launches needing the same template wait for one CreateLaunchTemplate.
+        self._locks: dict[str, asyncio.Lock] = {}
         self.create_calls = 0
 
     async def ensure(
@@ -286,10 +289,21 @@ class LaunchTemplateProvider:
     async def _ensure_one(
         self, name: str, data: Mapping[str, Any], tags: Mapping[str, str]
     ) -> None:
-        now = self._clock()
-        expiry = self._ensured.get(name)
-        if expiry is not None and expiry > now:
+        if self._fresh(name):
             return
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            if not self._fresh(name):
+                await self._create(name, data, tags)
+        if not lock.locked():
+            self._locks.pop(name, None)
+
+    def _fresh(self, name: str) -> bool:
+        expiry = self._ensured.get(name)
+        return expiry is not None and expiry > self._clock()
+
+    async def _create(self, name: str, data: Mapping[str, Any], tags: Mapping[str, str]) -> None:
+        now = self._clock()
         self.create_calls += 1
         try:
             await self._clients.ec2.create_launch_template(
