@@ -173,7 +173,8 @@ class InstanceProfiles:
         )
         if not ours:
             log.warning(
-                "not deleting an instance profile Karpenter did not tag", extra={"name": name}
+                "not deleting an instance profile Karpenter did not tag",
+                extra={"instance_profile": name},
             )
             return False
         iam = self.clients.iam
