@@ -48,6 +48,7 @@ from karpenter_py.kube.events import EventRecorder, object_ref
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import EC2NODECLASSES
 from karpenter_py.model.api.ec2nodeclass import (
+    AMI,
     API_VERSION,
     CONDITION_AMIS_READY,
     CONDITION_INSTANCE_PROFILE_READY,
@@ -158,10 +159,17 @@ def status_body(
     return {
         "subnets": [s.model_dump(mode="json", by_alias=True) for s in subnets],
         "securityGroups": [g.model_dump(mode="json", by_alias=True) for g in groups],
-        "amis": [a.model_dump(mode="json", by_alias=True) for a in amis],
+        "amis": [_ami_wire(a) for a in amis],
         "instanceProfile": profile,
         "conditions": [c.model_dump(mode="json", by_alias=True) for c in conditions],
     }
+
+
+def _ami_wire(ami: AMI) -> dict[str, Any]:
+    # The CRD requires ``requirements`` even when empty; the model's dump leaves defaults out.
+    wire = ami.model_dump(mode="json", by_alias=True)
+    wire.setdefault("requirements", [])
+    return wire
 
 
 def current_body(nodeclass: EC2NodeClass) -> dict[str, Any]:
@@ -170,7 +178,7 @@ def current_body(nodeclass: EC2NodeClass) -> dict[str, Any]:
     return {
         "subnets": wire.get("subnets", []),
         "securityGroups": wire.get("securityGroups", []),
-        "amis": wire.get("amis", []),
+        "amis": [_ami_wire(a) for a in nodeclass.status.amis],
         "instanceProfile": wire.get("instanceProfile", ""),
         "conditions": wire.get("conditions", []),
     }

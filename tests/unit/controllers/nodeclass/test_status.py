@@ -1,0 +1,203 @@
+"""Pure EC2NodeClass status logic: conditions and their Ready roll-up, keeping a part's value
+on an AWS error, which NodeClaims hold a deletion, the finalizer patch, the version reader."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from karpenter_py.aio.clock import FakeClock
+from karpenter_py.cloudprovider.aws.nodeclass import Failure, ResolvedNodeClass
+from karpenter_py.controllers.nodeclass.status import (
+    DesiredCondition,
+    KubernetesVersion,
+    apply_conditions,
+    current_body,
+    desired_conditions,
+    finalizers_patch,
+    referencing_nodeclaims,
+    status_body,
+)
+from karpenter_py.model.api.ec2nodeclass import AMI, EC2NodeClass, SecurityGroup, Subnet
+from karpenter_py.model.api.nodeclaim import NodeClaim
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NO_SUBNETS = Failure("SubnetsNotFound", "SubnetSelector did not match any Subnets")
+AWS_DOWN = Failure("AMIsResolutionFailed", "failed to resolve AMIs: Throttling", transient=True)
+
+
+def nodeclass(status: dict[str, Any] | None = None) -> EC2NodeClass:
+    return EC2NodeClass.model_validate(
+        {
+            "metadata": {"name": "default", "resourceVersion": "7", "generation": 3},
+            "spec": {
+                "role": "r",
+                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            },
+            "status": status or {},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("failures", "expected"),
+    [
+        (
+            {},
+            [
+                ("SubnetsReady", "True", "SubnetsReady", ""),
+                ("SecurityGroupsReady", "True", "SecurityGroupsReady", ""),
+                ("AMIsReady", "True", "AMIsReady", ""),
+                ("InstanceProfileReady", "True", "InstanceProfileReady", ""),
+                ("ValidationSucceeded", "True", "ValidationSucceeded", ""),
+                ("Ready", "True", "Ready", ""),
+            ],
+        ),
+        (
+            {
+                "SubnetsReady": NO_SUBNETS,
+                "ValidationSucceeded": Failure("DependenciesNotReady", "waits"),
+            },
+            [
+                ("SubnetsReady", "False", "SubnetsNotFound", NO_SUBNETS.message),
+                ("SecurityGroupsReady", "True", "SecurityGroupsReady", ""),
+                ("AMIsReady", "True", "AMIsReady", ""),
+                ("InstanceProfileReady", "True", "InstanceProfileReady", ""),
+                ("ValidationSucceeded", "False", "DependenciesNotReady", "waits"),
+                (
+                    "Ready",
+                    "False",
+                    "UnhealthyDependents",
+                    "SubnetsReady=False, ValidationSucceeded=False",
+                ),
+            ],
+        ),
+    ],
+)
+def test_desired_conditions(
+    failures: dict[str, Failure], expected: list[tuple[str, str, str, str]]
+) -> None:
+    assert desired_conditions(failures) == [DesiredCondition(*e) for e in expected]  # type: ignore[arg-type]
+
+
+def test_transition_time_moves_only_on_flips() -> None:
+    first = apply_conditions([], desired_conditions({}), now=NOW, generation=1)
+    later = NOW + timedelta(minutes=5)
+    same = apply_conditions(first, desired_conditions({}), now=later, generation=2)
+    assert {c.last_transition_time for c in same} == {NOW}
+    assert {c.observed_generation for c in same} == {2}
+    flipped = apply_conditions(
+        same, desired_conditions({"SubnetsReady": NO_SUBNETS}), now=later, generation=2
+    )
+    moved = {c.type for c in flipped if c.last_transition_time == later}
+    assert moved == {"SubnetsReady", "Ready"}
+
+
+def test_status_body_keeps_value_of_a_part_that_failed_transiently() -> None:
+    old_ami = {"id": "ami-old", "requirements": []}
+    nc = nodeclass({"amis": [old_ami], "subnets": [{"id": "subnet-old", "zone": "z"}]})
+    resolved = ResolvedNodeClass(
+        subnets=[],
+        security_groups=[SecurityGroup(id="sg-1", name="n")],
+        amis=[],
+        instance_profile="c_1",
+        failures={"AMIsReady": AWS_DOWN, "SubnetsReady": NO_SUBNETS},
+    )
+    body = status_body(nc, resolved, [])
+    assert body == {
+        "subnets": [],  # matched nothing: emptied
+        "securityGroups": [{"id": "sg-1", "name": "n"}],
+        "amis": [{"id": "ami-old", "requirements": []}],  # AWS error: kept
+        "instanceProfile": "c_1",
+        "conditions": [],
+    }
+
+
+def test_unchanged_status_compares_equal() -> None:
+    resolved = ResolvedNodeClass(
+        subnets=[Subnet(id="subnet-1", zone="z", zone_id="zi")],
+        security_groups=[SecurityGroup(id="sg-1", name="n")],
+        amis=[AMI(id="ami-1", name="a", requirements=[])],
+        instance_profile="c_1",
+    )
+    conditions = apply_conditions([], desired_conditions({}), now=NOW, generation=3)
+    body = status_body(nodeclass(), resolved, conditions)
+    written = nodeclass(body)
+    assert current_body(written) == status_body(written, resolved, conditions)
+    assert current_body(nodeclass()) != body
+
+
+def claim(name: str, group: str, kind: str, ref: str) -> NodeClaim:
+    return NodeClaim.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "nodeClassRef": {"group": group, "kind": kind, "name": ref},
+                "requirements": [],
+            },
+        }
+    )
+
+
+def test_referencing_nodeclaims() -> None:
+    claims = [
+        claim("b", "karpenter.k8s.aws", "EC2NodeClass", "default"),
+        claim("a", "karpenter.k8s.aws", "EC2NodeClass", "default"),
+        claim("c", "karpenter.k8s.aws", "EC2NodeClass", "other"),
+        claim("d", "karpenter.kwok.sh", "KWOKNodeClass", "default"),
+    ]
+    assert referencing_nodeclaims(claims, "default") == ["a", "b"]
+    assert referencing_nodeclaims(claims, "none") == []
+
+
+@pytest.mark.parametrize(
+    ("finalizers", "add", "expected"),
+    [
+        ([], True, ["karpenter.k8s.aws/termination"]),
+        (["x"], True, ["x", "karpenter.k8s.aws/termination"]),
+        (["karpenter.k8s.aws/termination", "x"], False, ["x"]),
+        (["karpenter.k8s.aws/termination"], False, []),
+    ],
+)
+def test_finalizers_patch(finalizers: list[str], add: bool, expected: list[str]) -> None:
+    assert finalizers_patch("9", finalizers, add=add) == {
+        "metadata": {"finalizers": expected, "resourceVersion": "9"}
+    }
+
+
+class FakeVersionClient:
+    def __init__(self, info: dict[str, str]) -> None:
+        self.info = info
+        self.calls = 0
+
+    async def version(self) -> dict[str, str]:
+        self.calls += 1
+        return self.info
+
+
+@pytest.mark.parametrize(
+    ("info", "expected"),
+    [
+        ({"major": "1", "minor": "31"}, "1.31"),
+        ({"major": "1", "minor": "30+", "gitVersion": "v1.30.4-eks"}, "1.30"),
+        ({"major": "", "minor": "", "gitVersion": "v1.33.1"}, "1.33"),
+    ],
+)
+def test_kubernetes_version(info: dict[str, str], expected: str) -> None:
+    client = FakeVersionClient(info)
+    clock = FakeClock(NOW)
+    reader = KubernetesVersion(client, clock=clock)  # type: ignore[arg-type]
+
+    async def twice() -> list[str]:
+        first = await reader()
+        second = await reader()
+        clock.step(301)
+        return [first, second, await reader()]
+
+    assert asyncio.run(twice()) == [expected] * 3
+    assert client.calls == 2  # cached for 5 minutes
