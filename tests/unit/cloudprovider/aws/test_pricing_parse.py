@@ -20,7 +20,7 @@ from karpenter_py.cloudprovider.aws.pricing import (
 
 def price_doc(
     instance_type: str | None,
-    dimensions: dict[str, dict[str, str]] | None = None,
+    dimensions: dict[str, dict[str, Any]] | None = None,
     *,
     usd: str | None = "0.0960000000",
     unit: str = "Hrs",
@@ -155,7 +155,9 @@ def test_currency(region: str, currency: str) -> None:
 T0 = datetime.datetime(2026, 7, 1, 12, 0, tzinfo=datetime.UTC)
 
 
-def spot(name: str, zone: str, price: str, minutes: int, description: str = "Linux/UNIX") -> dict:
+def spot(
+    name: str, zone: str, price: str, minutes: int, description: str = "Linux/UNIX"
+) -> dict[str, Any]:
     return {
         "AvailabilityZone": zone,
         "InstanceType": name,
@@ -212,7 +214,9 @@ def spot(name: str, zone: str, price: str, minutes: int, description: str = "Lin
         ),
     ],
 )
-def test_latest_spot_prices(history: list[dict], expected: dict) -> None:
+def test_latest_spot_prices(
+    history: list[dict[str, Any]], expected: dict[tuple[str, str], float]
+) -> None:
     assert latest_spot_prices(history) == expected
 
 
