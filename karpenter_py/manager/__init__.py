@@ -35,6 +35,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: cannot load the kubeconfig: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except SettingsError as err:  # found only when starting: no AWS region, no cluster endpoint
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 async def serve(settings: Settings) -> int:
@@ -47,10 +50,16 @@ async def serve(settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, lambda: main.cancel() if main is not None else None)
-    async with KubeClient(
-        config, qps=settings.kube_client_qps, burst=settings.kube_client_burst
-    ) as client:
-        app = App(settings, client)
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(
+            KubeClient(config, qps=settings.kube_client_qps, burst=settings.kube_client_burst)
+        )
+        aws = None
+        if settings.cloud_provider == "aws":
+            from karpenter_py.manager.aws import open_aws
+
+            aws = await stack.enter_async_context(open_aws(settings))
+        app = App(settings, client, aws=aws)
         try:
             await app.run()
         except asyncio.CancelledError:

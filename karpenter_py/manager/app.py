@@ -15,15 +15,19 @@ from pydantic import BaseModel
 
 from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock, RealClock
+from karpenter_py.cloudprovider.aws.nodeclass import NodeClassResolver
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.cloudprovider.protocol import CloudProvider
 from karpenter_py.controllers.disruption.controller import Disruption
+from karpenter_py.controllers.interruption.controller import Interruption
 from karpenter_py.controllers.nodeclaim.consistency import NodeClaimConsistency
 from karpenter_py.controllers.nodeclaim.disruption import NodeClaimDisruption
 from karpenter_py.controllers.nodeclaim.expiration import NodeClaimExpiration
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
 from karpenter_py.controllers.nodeclaim.podevents import NodeClaimPodEvents
+from karpenter_py.controllers.nodeclaim.tagging import NodeClaimTagging
+from karpenter_py.controllers.nodeclass.status import KubernetesVersion, NodeClassStatus
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
 from karpenter_py.controllers.nodepool.readiness import NodePoolReadiness
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
@@ -54,6 +58,7 @@ from karpenter_py.kube.resources import (
 from karpenter_py.launcher.launch import Launcher
 from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.manager.adapters import KubeNodeAPI, KubeNodeClaimWriter
+from karpenter_py.manager.aws import AwsStack
 from karpenter_py.manager.leader import LeaderElector, Leadership, default_identity
 from karpenter_py.manager.probes import serve
 from karpenter_py.manager.settings import Settings
@@ -138,17 +143,26 @@ class App:
         clock: Clock | None = None,
         cloud: CloudProvider | None = None,
         metrics: Metrics | None = None,
+        aws: AwsStack | None = None,
     ) -> None:
         self.settings = settings
+        self.aws = aws
         self.client = client
         self.clock = clock or RealClock()
         self.metrics = metrics or Metrics()
         self.cluster = Cluster()
-        self.cloud = cloud or KwokCloudProvider(
-            KubeNodeAPI(client), kwok_instance_types(settings.instance_types_file_path)
+        self.cloud = (
+            cloud
+            or (aws.provider if aws is not None else None)
+            or KwokCloudProvider(
+                KubeNodeAPI(client), kwok_instance_types(settings.instance_types_file_path)
+            )
         )
         self.recorder = EventRecorder(client, clock=self.clock)
         self.launcher = Launcher(self.cloud, clock=self.clock, metrics=self.metrics)
+        if aws is not None:
+            # The provider skips offerings that just failed, as the solver does.
+            aws.provider.unavailable = self.launcher.unavailable.is_unavailable
         self.scheduling_metrics = SchedulingMetrics(self.metrics, self.cluster, self.clock)
         self.batcher: Batcher[str] = Batcher(
             idle=settings.batch_idle_duration, max_window=settings.batch_max_duration
@@ -225,6 +239,48 @@ class App:
         self.counter = NodePoolCounter(client, cluster, clock=clock, metrics=metrics)
         self.podevents = NodeClaimPodEvents(client, cluster, clock=clock, metrics=metrics)
         self.consistency = NodeClaimConsistency(client, cluster, rec, clock=clock, metrics=metrics)
+        self._build_aws()
+
+    def _build_aws(self) -> None:
+        """EC2NodeClass status, instance tagging and interruption (aws provider only)."""
+        self.nodeclass_status: NodeClassStatus | None = None
+        self.tagging: NodeClaimTagging | None = None
+        self.interruption: Interruption | None = None
+        aws = self.aws
+        if aws is None:
+            return
+        resolver = NodeClassResolver(
+            aws.clients,
+            aws.cluster.name,
+            kubernetes_version=KubernetesVersion(self.client, clock=self.clock),
+            clock=self.clock,
+        )
+        self.nodeclass_status = NodeClassStatus(
+            self.client,
+            self.cluster,
+            resolver,
+            self.recorder,
+            clock=self.clock,
+            metrics=self.metrics,
+        )
+        self.tagging = NodeClaimTagging(
+            self.client,
+            self.cluster,
+            aws.provider,
+            cluster_name=aws.cluster.name,
+            metrics=self.metrics,
+        )
+        if aws.queue is not None:
+            self.interruption = Interruption(
+                aws.queue,
+                self.client,
+                self.cluster,
+                self.launcher.unavailable,
+                self.recorder,
+                clock=self.clock,
+                metrics=self.metrics,
+                replace_on_rebalance=self.settings.interruption_replace_on_rebalance,
+            )
 
     # ------------------------------------------------------------------ wiring
     def _reflector(self, resource: Resource, name: str, sinks: Sequence[Sink]) -> Reflector:
@@ -270,6 +326,7 @@ class App:
                     CallbackSink(
                         on_upsert=self.counter.on_nodeclaim, on_delete=self.counter.on_nodeclaim
                     ),
+                    *self._aws_nodeclaim_sinks(),
                 ],
             ),
             self._reflector(
@@ -320,7 +377,30 @@ class App:
             readiness = CallbackSink(
                 on_upsert=self.readiness.on_nodeclass, on_delete=self.readiness.on_nodeclass
             )
-            out.append(self._reflector(resource, resource.plural, [sink, readiness]))
+            sinks: list[Sink] = [sink, readiness]
+            if self.aws is not None and ref.group == AWS_GROUP:
+                store = self.aws.nodeclasses
+                sinks.append(
+                    CallbackSink(
+                        on_upsert=store.upsert, on_delete=store.delete, on_replace=store.replace
+                    )
+                )
+            if self.nodeclass_status is not None and ref.group == AWS_GROUP:
+                sinks.append(
+                    CallbackSink(
+                        on_upsert=self.nodeclass_status.on_nodeclass,
+                        on_delete=self.nodeclass_status.on_nodeclass_deleted,
+                    )
+                )
+            out.append(self._reflector(resource, resource.plural, sinks))
+        return out
+
+    def _aws_nodeclaim_sinks(self) -> list[Sink]:
+        out: list[Sink] = []
+        if self.tagging is not None:
+            out.append(CallbackSink(on_upsert=self.tagging.on_nodeclaim))
+        if self.nodeclass_status is not None:
+            out.append(CallbackSink(on_delete=self.nodeclass_status.on_nodeclaim_deleted))
         return out
 
     def _on_pod(self, obj: KubeObject) -> None:
@@ -363,6 +443,12 @@ class App:
             tg.create_task(self.disruption.run())
             tg.create_task(self.podevents.run())
             tg.create_task(self.consistency.run())
+            for worker in (self.nodeclass_status, self.tagging, self.interruption):
+                if worker is not None:
+                    tg.create_task(worker.run())
+            if self.aws is not None:
+                tg.create_task(self.aws.pricing.run())
+                tg.create_task(self.aws.instance_types.run())
 
     async def run(self, *, identity: str | None = None, host: str = "0.0.0.0") -> None:
         """Probes, informers and cluster-state metrics on every replica; decisions only while

@@ -1,0 +1,295 @@
+"""The AWS cloud provider: NodeClaims become EC2 instances launched by CreateFleet.
+
+Composition of the parts that each own one AWS concern:
+
+- ``NodeClassStore``: the EC2NodeClasses the manager's informer sees (their status holds the
+  resolved subnets, security groups, AMIs and instance profile the status controller wrote);
+- ``InstanceTypeProvider`` (DescribeInstanceTypes/Offerings + prices) for ``get_instance_types``;
+- ``InstanceProvider`` (launch templates + batched CreateFleet, Describe/Terminate) for
+  ``create``, ``get``, ``list`` and ``delete``;
+- ``drift`` for ``is_drifted``.
+
+``create`` is idempotent by NodeClaim name: an instance already tagged
+``karpenter.sh/nodeclaim=<name>`` (a launch whose status write a restart lost) is adopted rather
+than launched again, so a restart mid-launch never leaves two instances for one NodeClaim.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Mapping, Sequence
+
+from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
+from karpenter_py.cloudprovider.aws.drift import (
+    EC2NODECLASS_HASH_VERSION,
+    drift_reason,
+    ec2nodeclass_hash,
+)
+from karpenter_py.cloudprovider.aws.instance import Instance, InstanceProvider, parse_provider_id
+from karpenter_py.cloudprovider.aws.instancetypes import InstanceTypeProvider
+from karpenter_py.cloudprovider.errors import (
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+)
+from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
+from karpenter_py.cloudprovider.selection import Unavailable, candidates, with_offerings
+from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import (
+    AWS_ANNOTATION_EC2NODECLASS_HASH,
+    AWS_ANNOTATION_EC2NODECLASS_HASH_VERSION,
+    AWS_GROUP,
+    AWS_LABEL_EC2NODECLASS,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_TOPOLOGY_REGION,
+    LABEL_TOPOLOGY_ZONE,
+)
+from karpenter_py.model.quantity import format_resources
+
+log = logging.getLogger("karpenter.aws.provider")
+
+TAG_NODECLAIM = "karpenter.sh/nodeclaim"
+TAG_CLUSTER_NAME = "eks:eks-cluster-name"
+Raw = Mapping[str, object]
+
+
+class NodeClassStore:
+    """EC2NodeClasses by name, kept by the manager's ec2nodeclasses informer."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, EC2NodeClass] = {}
+
+    def upsert(self, obj: Raw) -> None:
+        try:
+            nc = EC2NodeClass.model_validate(obj)
+        except ValueError:
+            log.warning("unreadable EC2NodeClass", extra={"object": _name_of(obj)})
+            return
+        self._classes[nc.metadata.name or ""] = nc
+
+    def delete(self, obj: Raw) -> None:
+        self._classes.pop(_name_of(obj), None)
+
+    def replace(self, objs: Sequence[Raw]) -> None:
+        self._classes.clear()
+        for obj in objs:
+            self.upsert(obj)
+
+    def get(self, name: str) -> EC2NodeClass | None:
+        return self._classes.get(name)
+
+
+def _name_of(obj: Raw) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "") if isinstance(meta, dict) else ""
+
+
+class AwsCloudProvider:
+    def __init__(
+        self,
+        cluster: ClusterInfo,
+        nodeclasses: NodeClassStore,
+        instance_types: InstanceTypeProvider,
+        instances: InstanceProvider,
+        *,
+        unavailable: Unavailable | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.nodeclasses = nodeclasses
+        self.instance_types = instance_types
+        self.instances = instances
+        # The launcher's insufficient-capacity cache (filled by the manager once it exists).
+        self.unavailable = unavailable
+        self._loaded = False
+
+    @property
+    def name(self) -> str:
+        return "aws"
+
+    # ------------------------------------------------------------------ CloudProvider
+    async def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
+        nodeclass = self._ready_nodeclass(nodepool.spec.template.spec.node_class_ref.name)
+        if nodeclass is None:
+            return []
+        await self._ensure_loaded()
+        return self.instance_types.list(nodeclass)
+
+    async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        ref = nodeclaim.spec.node_class_ref
+        nodeclass = self._ready_nodeclass(ref.name)
+        if nodeclass is None:
+            raise NodeClassNotReadyError(f"EC2NodeClass {ref.name!r} is missing or not Ready")
+        await self._ensure_loaded()
+        types = self.instance_types.list(nodeclass)
+        existing = await self._launched_for(nodeclaim.name)
+        if existing is not None:
+            log.info(
+                "adopting the instance of an earlier launch",
+                extra={"nodeclaim": nodeclaim.name, "instance": existing.id},
+            )
+            return self._launched(nodeclaim, nodeclass, existing, types)
+        chosen = candidates(nodeclaim, types, self.unavailable)
+        if not chosen:
+            raise InsufficientCapacityError(
+                f"no instance type of nodeclaim {nodeclaim.name} has an available offering",
+            )
+        instance = await self.instances.create(
+            nodeclass, nodeclaim, [with_offerings(c) for c in chosen], self._tags(nodeclaim)
+        )
+        return self._launched(nodeclaim, nodeclass, instance, types)
+
+    async def delete(self, nodeclaim: NodeClaim) -> None:
+        pid = nodeclaim.status.provider_id
+        if not pid:
+            found = await self._launched_for(nodeclaim.name)
+            if found is None:
+                raise NodeClaimNotFoundError(f"no instance for nodeclaim {nodeclaim.name}")
+            pid = found.provider_id
+        await self.instances.delete(_instance_id(pid))
+
+    async def get(self, provider_id: str) -> NodeClaim:
+        return self._from_instance(await self.instances.get(_instance_id(provider_id)))
+
+    async def list(self) -> builtins.list[NodeClaim]:
+        return [self._from_instance(i) for i in await self.instances.list()]
+
+    async def is_drifted(self, nodeclaim: NodeClaim) -> str:
+        nodeclass = self.nodeclasses.get(nodeclaim.spec.node_class_ref.name)
+        if nodeclass is None or not nodeclaim.status.provider_id:
+            return ""
+        try:
+            instance = await self.instances.get(_instance_id(nodeclaim.status.provider_id))
+        except NodeClaimNotFoundError:
+            return ""  # garbage collection owns vanished instances
+        return drift_reason(nodeclaim, nodeclass, instance)
+
+    async def tag_instance(self, provider_id: str, tags: dict[str, str]) -> None:
+        """``nodeclaim.tagging``'s port: tag the instance behind ``provider_id``."""
+        await self.instances.tag(_instance_id(provider_id), tags)
+
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
+        # Upstream AWS: an unready node for 30 min, and the EKS node monitoring agent's
+        # conditions for 10 min.
+        return [
+            RepairPolicy("Ready", "False", 30 * 60.0),
+            RepairPolicy("Ready", "Unknown", 30 * 60.0),
+            RepairPolicy("AcceleratedHardwareReady", "False", 10 * 60.0),
+            RepairPolicy("StorageReady", "False", 30 * 60.0),
+            RepairPolicy("NetworkingReady", "False", 30 * 60.0),
+            RepairPolicy("KernelReady", "False", 30 * 60.0),
+            RepairPolicy("ContainerRuntimeReady", "False", 30 * 60.0),
+        ]
+
+    def supported_node_classes(self) -> builtins.list[NodeClassRef]:
+        return [NodeClassRef(AWS_GROUP, "EC2NodeClass")]
+
+    # ------------------------------------------------------------------ helpers
+    async def _ensure_loaded(self) -> None:
+        """The first call loads instance types (an error then surfaces to the caller)."""
+        if not self._loaded:
+            await self.instance_types.refresh()
+            self._loaded = True
+
+    def _ready_nodeclass(self, name: str) -> EC2NodeClass | None:
+        nodeclass = self.nodeclasses.get(name)
+        if nodeclass is None or not nodeclass.status.is_true("Ready"):
+            return None
+        return nodeclass
+
+    async def _launched_for(self, nodeclaim_name: str) -> Instance | None:
+        for inst in await self.instances.list():
+            if inst.tags.get(TAG_NODECLAIM) == nodeclaim_name:
+                return inst
+        return None
+
+    def _tags(self, nodeclaim: NodeClaim) -> dict[str, str]:
+        """Tags on the instance, its volumes and the fleet (upstream's set)."""
+        ref = nodeclaim.spec.node_class_ref
+        return {
+            f"kubernetes.io/cluster/{self.cluster.name}": "owned",
+            TAG_CLUSTER_NAME: self.cluster.name,
+            LABEL_NODEPOOL: nodeclaim.metadata.labels.get(LABEL_NODEPOOL, ""),
+            AWS_LABEL_EC2NODECLASS: ref.name,
+            TAG_NODECLAIM: nodeclaim.name,
+        }
+
+    def _launched(
+        self,
+        nodeclaim: NodeClaim,
+        nodeclass: EC2NodeClass,
+        instance: Instance,
+        types: builtins.list[InstanceType],
+    ) -> NodeClaim:
+        """The NodeClaim with what the launch resolved: provider ID, image, labels, resources."""
+        out = nodeclaim.model_copy(deep=True)
+        out.status.provider_id = instance.provider_id
+        out.status.image_id = instance.image_id
+        it = next((t for t in types if t.name == instance.instance_type), None)
+        labels = dict(_type_labels(it, instance) if it is not None else {})
+        labels.update(
+            {
+                LABEL_INSTANCE_TYPE: instance.instance_type,
+                LABEL_TOPOLOGY_ZONE: instance.zone,
+                LABEL_TOPOLOGY_REGION: self.cluster.region,
+                LABEL_CAPACITY_TYPE: instance.capacity_type,
+            }
+        )
+        labels.update(out.metadata.labels or {})  # the NodeClaim's own labels win
+        out.metadata.labels = labels
+        if it is not None:
+            out.status.capacity = format_resources(it.capacity)
+            out.status.allocatable = format_resources(it.allocatable)
+        out.metadata.annotations[AWS_ANNOTATION_EC2NODECLASS_HASH] = ec2nodeclass_hash(nodeclass)
+        out.metadata.annotations[AWS_ANNOTATION_EC2NODECLASS_HASH_VERSION] = (
+            EC2NODECLASS_HASH_VERSION
+        )
+        return out
+
+    def _from_instance(self, instance: Instance) -> NodeClaim:
+        """A live instance seen as the NodeClaim it was launched for (for get/list/GC)."""
+        return NodeClaim.model_validate(
+            {
+                "metadata": {
+                    "name": instance.tags.get(TAG_NODECLAIM, ""),
+                    "labels": {
+                        LABEL_NODEPOOL: instance.tags.get(LABEL_NODEPOOL, ""),
+                        LABEL_INSTANCE_TYPE: instance.instance_type,
+                        LABEL_TOPOLOGY_ZONE: instance.zone,
+                        LABEL_CAPACITY_TYPE: instance.capacity_type,
+                    },
+                    "creationTimestamp": instance.launch_time.isoformat(),
+                },
+                "spec": {
+                    "requirements": [],
+                    "nodeClassRef": {
+                        "group": AWS_GROUP,
+                        "kind": "EC2NodeClass",
+                        "name": instance.tags.get(AWS_LABEL_EC2NODECLASS, ""),
+                    },
+                },
+                "status": {"providerID": instance.provider_id, "imageID": instance.image_id},
+            }
+        )
+
+
+def _instance_id(provider_id: str) -> str:
+    try:
+        return parse_provider_id(provider_id)
+    except ValueError as e:
+        raise NodeClaimNotFoundError(str(e)) from e
+
+
+def _type_labels(it: InstanceType, instance: Instance) -> dict[str, str]:
+    """Single-valued labels of the launched type and offering (arch, os, family, zone-id...)."""
+    labels = {k: next(iter(v)) for k, v in it.requirements.items() if len(v) == 1}
+    for o in it.offerings:
+        if o.zone == instance.zone and o.capacity_type == instance.capacity_type:
+            labels.update(o.labels)
+            break
+    return labels

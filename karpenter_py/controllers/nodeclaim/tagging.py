@@ -1,0 +1,83 @@
+"""``nodeclaim.tagging``: once a NodeClaim's Node registered, tag its instance with the names
+people search the console by (AWS: ``Name=<node name>``, ``karpenter.sh/nodeclaim=<name>``,
+``eks:eks-cluster-name``), then mark the NodeClaim ``karpenter.k8s.aws/tagged=true`` so it is
+done once. Upstream runs this in the AWS provider; here it talks to any cloud through the
+``InstanceTagger`` port, so a tagging failure only delays the tags (retried with backoff).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from karpenter_py.controllers.nodeclaim.common import wait_synced
+from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
+from karpenter_py.kube.client import KubeClient
+from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.kube.objects import KubeObject
+from karpenter_py.kube.resources import NODECLAIMS
+from karpenter_py.model.api.nodeclaim import CONDITION_REGISTERED
+from karpenter_py.obs.metrics import Metrics
+from karpenter_py.state.cluster import Cluster
+
+log = logging.getLogger("karpenter.nodeclaim.tagging")
+
+ANNOTATION_TAGGED = "karpenter.k8s.aws/tagged"
+TAG_NAME = "Name"
+TAG_NODECLAIM = "karpenter.sh/nodeclaim"
+TAG_CLUSTER_NAME = "eks:eks-cluster-name"
+
+
+class InstanceTagger(Protocol):
+    async def tag_instance(self, provider_id: str, tags: dict[str, str]) -> None: ...
+
+
+class NodeClaimTagging:
+    name = "nodeclaim.tagging"
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cluster: Cluster,
+        tagger: InstanceTagger,
+        *,
+        cluster_name: str,
+        metrics: Metrics | None = None,
+        workers: int = 4,
+    ) -> None:
+        self.client, self.cluster, self.tagger = client, cluster, tagger
+        self.cluster_name = cluster_name
+        self.metrics = metrics
+        self.workers = workers
+        self.queue = new_queue(self.name, base=1.0, maximum=300.0)
+
+    def on_nodeclaim(self, obj: KubeObject) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if name:
+            self.queue.add(str(name))
+
+    async def run(self) -> None:
+        await wait_synced(self.cluster)
+        worker_metrics: WorkerMetrics | None = self.metrics
+        await run_workers(self, self.queue, workers=self.workers, metrics=worker_metrics)
+
+    async def reconcile(self, key: str) -> Result | None:
+        nc = self.cluster.nodeclaims.get(key)
+        if nc is None or nc.metadata.deletion_timestamp is not None:
+            return None
+        if nc.metadata.annotations.get(ANNOTATION_TAGGED) == "true":
+            return None
+        if not nc.status.is_true(CONDITION_REGISTERED) or not nc.status.provider_id:
+            return None  # the next NodeClaim update (registration) brings it back
+        tags = {TAG_NODECLAIM: key, TAG_CLUSTER_NAME: self.cluster_name}
+        if nc.status.node_name:
+            tags[TAG_NAME] = nc.status.node_name
+        await self.tagger.tag_instance(nc.status.provider_id, tags)
+        try:
+            await self.client.patch(
+                NODECLAIMS, key, {"metadata": {"annotations": {ANNOTATION_TAGGED: "true"}}}
+            )
+        except NotFoundError:
+            return None
+        log.info("tagged instance", extra={"nodeclaim": key, "provider_id": nc.status.provider_id})
+        return None
