@@ -441,12 +441,20 @@ class InstanceTypeProvider:
         zones: dict[str, set[str]] = {}
         for offering in offerings:
             zones.setdefault(str(offering["InstanceType"]), set()).add(str(offering["Location"]))
-        # The filters are applied again here: EC2 look-alikes may ignore them.
-        described = [
-            facts_from_ec2(info, sorted(zones.get(str(info["InstanceType"]), ())))
-            for info in infos
-            if discovered(info)
-        ]
+        described: list[InstanceTypeFacts] = []
+        for info in infos:
+            # The filters are applied again here: EC2 look-alikes may ignore them.
+            if not discovered(info):
+                continue
+            name = str(info.get("InstanceType", ""))
+            try:
+                described.append(facts_from_ec2(info, sorted(zones.get(name, ()))))
+            except (KeyError, TypeError, ValueError) as exc:
+                # One malformed record must not hide every other type.
+                log.warning(
+                    "instance type skipped: incomplete DescribeInstanceTypes record",
+                    extra={"instance_type": name, "error": repr(exc)},
+                )
         if not described:
             raise ValueError("DescribeInstanceTypes returned no hvm x86_64/arm64 instance types")
         return tuple(sorted(described, key=lambda f: f.name))
