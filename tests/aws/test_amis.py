@@ -300,3 +300,28 @@ def test_image_query_default_owners() -> None:
         "IncludeDeprecated": True,
     }
     assert image_query(term(name="n", owner=EKS_OWNER))["Owners"] == [EKS_OWNER]
+
+
+async def test_latest_parameters_reread_after_30_minutes(
+    discovery: AMIDiscovery, clock: FakeClock
+) -> None:
+    first, second = seed_image("first"), seed_image("second")
+    seed_al2023(K8S, {"x86_64": first})
+    seed_al2023(K8S, {"x86_64": first}, version="v20250101")
+    assert [a.id for a in await discovery.discover([term(alias="al2023@latest")], version)] == [
+        first
+    ]
+    seed_al2023(K8S, {"x86_64": second})  # a new release moves the "recommended" parameter
+    clock.step(29 * 60)
+    assert [a.id for a in await discovery.discover([term(alias="al2023@latest")], version)] == [
+        first
+    ]
+    pinned = await discovery.discover([term(alias="al2023@v20250101")], version)
+    reads = discovery.ssm.reads
+    clock.step(60)
+    assert [a.id for a in await discovery.discover([term(alias="al2023@latest")], version)] == [
+        second
+    ]
+    # The pinned version's parameter is still cached: only its misses are asked again.
+    assert await discovery.discover([term(alias="al2023@v20250101")], version) == pinned
+    assert discovery.ssm.reads == reads + 5 + 4

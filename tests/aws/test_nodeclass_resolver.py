@@ -5,8 +5,10 @@ class's launch templates and instance profile."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.aws.clients import AwsClients
@@ -114,3 +116,70 @@ async def test_cleanup_deletes_templates_and_profile(
     assert name not in [p["InstanceProfileName"] for p in profiles]
     await resolver.cleanup(other)  # nothing of its own to delete but its template
     assert (await aws.ec2.describe_launch_templates())["LaunchTemplates"] == []
+
+
+def client_error(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, "Operation")
+
+
+async def test_aws_error_is_a_transient_failure(
+    monkeypatch: pytest.MonkeyPatch, network: Network, resolver: NodeClassResolver
+) -> None:
+    seed_al2023(K8S, {"x86_64": seed_image("amd")})
+
+    async def throttled(*args: object, **kwargs: object) -> None:
+        raise client_error("RequestLimitExceeded")
+
+    monkeypatch.setattr("karpenter_py.cloudprovider.aws.nodeclass.discover_subnets", throttled)
+    resolved = await resolver.resolve(ec2nodeclass(role=ROLE))
+    assert resolved.failures["SubnetsReady"] == Failure(
+        "SubnetsResolutionFailed", "failed to resolve Subnets: RequestLimitExceeded", transient=True
+    )
+    assert set(resolved.failures) == {"SubnetsReady", "ValidationSucceeded"}
+
+
+async def test_unreadable_kubernetes_version(aws: AwsClients, network: Network) -> None:
+    async def broken() -> str:
+        raise OSError("connection refused")
+
+    resolver = NodeClassResolver(aws, CLUSTER, kubernetes_version=broken, clock=FakeClock())
+    resolved = await resolver.resolve(ec2nodeclass(role=ROLE))
+    assert resolved.failures["AMIsReady"] == Failure(
+        "AMIsResolutionFailed",
+        "cannot read the Kubernetes version: connection refused",
+        transient=True,
+    )
+
+
+async def test_dry_run_authorization(
+    monkeypatch: pytest.MonkeyPatch,
+    aws: AwsClients,
+    network: Network,
+    resolver: NodeClassResolver,
+) -> None:
+    seed_al2023(K8S, {"x86_64": seed_image("amd")})
+    nc = ec2nodeclass(role=ROLE)
+    real = aws.ec2.run_instances
+    calls: list[dict[str, Any]] = []
+
+    async def counted(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return await real(**kwargs)
+
+    monkeypatch.setattr(aws.ec2, "run_instances", counted)
+    assert (await resolver.resolve(nc)).failures == {}
+    assert [c["DryRun"] for c in calls] == [True]  # moto answered DryRunOperation
+    assert calls[0]["InstanceType"] == "m5.large"
+    assert (await resolver.resolve(nc)).failures == {}
+    assert len(calls) == 1  # a passing check is remembered for 30 minutes
+
+    async def denied(**kwargs: Any) -> Any:
+        raise client_error("UnauthorizedOperation")
+
+    monkeypatch.setattr(aws.ec2, "run_instances", denied)
+    fresh = NodeClassResolver(aws, CLUSTER, kubernetes_version=version, clock=FakeClock())
+    assert (await fresh.resolve(nc)).failures == {
+        "ValidationSucceeded": Failure(
+            "RunInstancesAuthCheckFailed", "not authorized: UnauthorizedOperation"
+        )
+    }

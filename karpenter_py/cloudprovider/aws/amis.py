@@ -16,9 +16,10 @@ amd64, arm64 -> arm64; other architectures are ignored). For each distinct requi
 image wins: a non-deprecated one over a deprecated one, then the newest ``CreationDate``, then
 the lowest id. The result is ordered the same way (``status.amis``).
 
-SSM reads go through :class:`SSMCache` (24 h, as upstream): a parameter's value changes only
-when a new image is published, and ``latest`` parameters are re-read when the cache expires or
-:meth:`SSMCache.invalidate_mutable` is called.
+SSM reads go through :class:`SSMCache` (24 h, as upstream): a pinned version's parameter never
+changes; ``latest`` parameters move when an image is published, so :class:`AMIDiscovery` drops
+them every 30 minutes (upstream runs an invalidation controller on that period; here the next
+discovery after the period does it).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from karpenter_py.model.labels import (
 log = logging.getLogger("karpenter.aws.amis")
 
 SSM_CACHE_TTL: Final = 24 * 3600.0
+MUTABLE_INVALIDATION: Final = 30 * 60.0  # upstream's SSM invalidation period
 LATEST: Final = "latest"
 DEFAULT_OWNERS: Final = ("self", "amazon")
 # EC2 architecture -> kubernetes.io/arch
@@ -58,6 +60,10 @@ VARIANT_WINDOWS: Final = "windows"
 
 class AMIResolutionError(Exception):
     """The selector cannot be resolved as written (an unsupported alias, a bad version)."""
+
+
+class KubernetesVersionError(Exception):
+    """The cluster's Kubernetes version, which aliases need, could not be read."""
 
 
 # ----------------------------------------------------------------------------- SSM
@@ -327,6 +333,14 @@ async def _describe(clients: AwsClients, params: dict[str, Any]) -> list[dict[st
     return images
 
 
+async def _version(read: Callable[[], Awaitable[str]]) -> str:
+    # The reader is the caller's (an API server call): any failure of it is "version unknown".
+    try:
+        return await read()
+    except Exception as exc:
+        raise KubernetesVersionError(f"cannot read the Kubernetes version: {exc}") from exc
+
+
 class AMIDiscovery:
     """Resolves ``amiSelectorTerms`` to ``status.amis`` (SSM reads cached)."""
 
@@ -334,6 +348,7 @@ class AMIDiscovery:
         self.clients = clients
         self.clock = clock
         self.ssm = ssm or SSMCache(clients, clock)
+        self._invalidated_at = clock.monotonic()
 
     async def discover(
         self, terms: Sequence[AMISelectorTerm], kubernetes_version: Callable[[], Awaitable[str]]
@@ -341,10 +356,13 @@ class AMIDiscovery:
         """AMIs for ``terms``; :class:`AMIResolutionError` for an unusable alias, AWS errors
         propagate. An empty list means nothing matched."""
         now = self.clock.now()
+        if self.clock.monotonic() - self._invalidated_at >= MUTABLE_INVALIDATION:
+            self.ssm.invalidate_mutable()
+            self._invalidated_at = self.clock.monotonic()
         out: list[Candidate] = []
         for term in terms:
             if term.alias is not None:
-                out.extend(await self._alias(term.alias, await kubernetes_version(), now))
+                out.extend(await self._alias(term.alias, await _version(kubernetes_version), now))
             elif term.ssm_parameter is not None:
                 image_id = await self.ssm.get(term.ssm_parameter)
                 if image_id:

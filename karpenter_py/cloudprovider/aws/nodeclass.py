@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from karpenter_py.aio.clock import Clock, RealClock
-from karpenter_py.cloudprovider.aws.amis import AMIDiscovery, AMIResolutionError
+from karpenter_py.cloudprovider.aws.amis import (
+    AMIDiscovery,
+    AMIResolutionError,
+    KubernetesVersionError,
+)
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error
 from karpenter_py.cloudprovider.aws.instanceprofiles import (
     CLUSTER_TAG_PREFIX,
@@ -184,6 +188,11 @@ class NodeClassResolver:
             out.amis = await self.amis.discover(terms, self.kubernetes_version)
         except AMIResolutionError as exc:
             out.failures[CONDITION_AMIS_READY] = Failure(REASON_AMI_ALIAS_UNSUPPORTED, str(exc))
+            return
+        except KubernetesVersionError as exc:
+            out.failures[CONDITION_AMIS_READY] = Failure(
+                f"AMIs{REASON_RESOLUTION_FAILED}", str(exc), transient=True
+            )
             return
         except Exception as exc:
             if not is_aws_error(exc):
