@@ -350,6 +350,7 @@ class InstanceTypeProvider:
         vm_memory_overhead_percent: float = 0.075,
         reserved_enis: int = 0,
         refresh_interval: datetime.timedelta = REFRESH_INTERVAL,
+        retry_interval: datetime.timedelta = RETRY_INTERVAL,
         call_timeout: datetime.timedelta = CALL_TIMEOUT,
     ) -> None:
         if not 0.0 <= vm_memory_overhead_percent < 1.0:
@@ -363,6 +364,7 @@ class InstanceTypeProvider:
         self._vm_overhead = vm_memory_overhead_percent
         self._reserved_enis = reserved_enis
         self._interval = refresh_interval.total_seconds()
+        self._retry = retry_interval.total_seconds()
         self._timeout = call_timeout.total_seconds()
         self._facts: tuple[InstanceTypeFacts, ...] = ()
         self._by_name: dict[str, InstanceTypeFacts] = {}
@@ -409,14 +411,15 @@ class InstanceTypeProvider:
         )
 
     async def run(self) -> None:
-        """Refresh every refresh interval (every minute until the first success), forever."""
+        """Refresh now and every refresh interval (every retry interval until the first
+        success), forever; failures are logged, never raised."""
         while True:
             try:
                 await self.refresh()
             except Exception as exc:
                 if not (is_aws_error(exc) or isinstance(exc, TimeoutError | KeyError | ValueError)):
                     raise
-            delay = self._interval if self._loaded else RETRY_INTERVAL.total_seconds()
+            delay = self._interval if self._loaded else self._retry
             await asyncio.sleep(delay)
 
     async def _describe(self) -> tuple[InstanceTypeFacts, ...]:

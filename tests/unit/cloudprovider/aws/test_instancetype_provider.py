@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
+import datetime
 import gzip
 import importlib.util
 import json
@@ -48,11 +51,17 @@ class ScriptedEC2:
         self.types: list[list[dict[str, Any]]] = []  # pages
         self.offerings: list[dict[str, str]] = []
         self.calls: list[str] = []
+        # when set: the pages of the n-th describe_instance_types call (the last one repeats)
+        self.types_by_call: list[list[list[dict[str, Any]]]] = []
 
     def get_paginator(self, operation: str) -> Paginator:
         self.calls.append(operation)
         if operation == "describe_instance_types":
-            return Paginator([{"InstanceTypes": page} for page in self.types])
+            pages = self.types
+            if self.types_by_call:
+                n = self.calls.count(operation) - 1
+                pages = self.types_by_call[min(n, len(self.types_by_call) - 1)]
+            return Paginator([{"InstanceTypes": page} for page in pages])
         if operation == "describe_instance_type_offerings":
             return Paginator([{"InstanceTypeOfferings": self.offerings}])
         raise AssertionError(f"unexpected call {operation}")
@@ -62,7 +71,7 @@ def offering(name: str, zone: str) -> dict[str, str]:
     return {"InstanceType": name, "LocationType": "availability-zone", "Location": zone}
 
 
-def make(ec2: ScriptedEC2) -> InstanceTypeProvider:
+def make(ec2: ScriptedEC2, **options: Any) -> InstanceTypeProvider:
     clients = AwsClients(
         region="us-west-2",
         endpoint_url=None,
@@ -74,7 +83,7 @@ def make(ec2: ScriptedEC2) -> InstanceTypeProvider:
         pricing=None,
     )
     pricing = PricingProvider(clients, isolated_vpc=True, fallback={"m5.large": 0.096})
-    return InstanceTypeProvider(clients, pricing)
+    return InstanceTypeProvider(clients, pricing, **options)
 
 
 def nodeclass(zones: list[str]) -> EC2NodeClass:
@@ -155,3 +164,21 @@ async def test_nothing_discovered_is_a_failed_first_load(records) -> None:
     ec2.types = [[records["mac1.metal"]]]
     await provider.refresh()  # loaded before: logged, data kept
     assert provider.facts("m5.large") is not None
+
+
+async def test_run_retries_until_loaded_then_keeps_refreshing(records) -> None:
+    ec2 = ScriptedEC2()
+    # the first three loads find nothing (a failed first load), later ones find m5.large
+    ec2.types_by_call = [[[records["mac1.metal"]]]] * 3 + [[[records["m5.large"]]]]
+    provider = make(
+        ec2,
+        refresh_interval=datetime.timedelta(milliseconds=30),
+        retry_interval=datetime.timedelta(milliseconds=10),
+    )
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(0.5):
+            await provider.run()  # runs forever; errors never escape it
+    assert provider.loaded
+    assert provider.seq_num == 1
+    describes = ec2.calls.count("describe_instance_types")
+    assert describes >= 5  # three failures, the first success, then periodic refreshes
