@@ -62,7 +62,7 @@ def _types() -> list[InstanceType]:
         instance_type(
             "t3.small", [(B, "on-demand", 0.02), (A, "on-demand", 0.021), (B, "spot", 0.006)]
         ),
-        instance_type("m5.large", [(A, "on-demand", 0.096), (A, "spot", 0.03)]),
+        instance_type("m5.large", [(A, "on-demand", 0.096), (A, "spot", 0.015)]),
     ]
 
 
@@ -137,14 +137,17 @@ async def test_insufficient_capacity_names_failed_offerings(env: Env) -> None:
 
 
 async def test_partial_capacity_launches_what_is_left(env: Env) -> None:
+    seen: list[tuple[tuple[str, str, str], ...]] = []
+    instances = InstanceProvider(env.aws, CLUSTER_INFO, env.templates, on_unavailable=seen.append)
     claim = nodeclaim(
         requirements=[
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
         ]
     )
     with insufficient_capacity(("t3.small", B, "on-demand")):
-        inst = await env.instances.create(env.nodeclass, claim, _types(), launch_tags(claim.name))
+        inst = await instances.create(env.nodeclass, claim, _types(), launch_tags(claim.name))
     assert (inst.instance_type, inst.zone) == ("t3.small", A)
+    assert seen == [(("t3.small", B, "on-demand"),)]  # reported although a launch succeeded
 
 
 async def test_other_fleet_error_is_create_error(env: Env) -> None:

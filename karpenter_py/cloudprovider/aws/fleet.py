@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from karpenter_py.cloudprovider.aws.clients import error_code
 from karpenter_py.model.instancetype import InstanceType
-from karpenter_py.model.labels import CAPACITY_TYPE_SPOT
+from karpenter_py.model.labels import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
 
 log = logging.getLogger("karpenter.aws.fleet")
 
@@ -128,6 +128,28 @@ def select_types(
             priced.append((min(prices), index, it))
     priced.sort(key=lambda t: (t[0], t[1]))
     return [it for _, _, it in priced[:max_types]]
+
+
+def drop_pricier_spot(
+    instance_types: Sequence[InstanceType], zones: Iterable[str]
+) -> list[InstanceType]:
+    """Types whose cheapest spot offering is no dearer than the cheapest on-demand offering of
+    any candidate (upstream: paying more for spot than on-demand makes no sense)."""
+    zone_list = list(zones)
+
+    def cheapest(it: InstanceType, capacity_type: str) -> float | None:
+        prices = [p for z in zone_list if (p := _offering_price(it, z, capacity_type)) is not None]
+        return min(prices) if prices else None
+
+    od = [p for it in instance_types if (p := cheapest(it, CAPACITY_TYPE_ON_DEMAND)) is not None]
+    if not od:
+        return list(instance_types)
+    ceiling = min(od)
+    return [
+        it
+        for it in instance_types
+        if (p := cheapest(it, CAPACITY_TYPE_SPOT)) is not None and p <= ceiling
+    ]
 
 
 def build_overrides(
@@ -249,6 +271,9 @@ class _Window:
     closed: bool = False
 
 
+UnavailableSink = Callable[[tuple[tuple[str, str, str], ...]], None]
+
+
 class FleetBatcher:
     """Merges equal :class:`FleetRequest` s into one CreateFleet; ``launch`` returns an id."""
 
@@ -259,8 +284,10 @@ class FleetBatcher:
         idle: float = 0.035,
         max_window: float = 1.0,
         max_items: int = MAX_BATCH,
+        on_unavailable: UnavailableSink | None = None,
     ) -> None:
         self._ec2 = ec2
+        self._on_unavailable = on_unavailable
         self.idle = idle
         self.max_window = max_window
         self.max_items = max_items
@@ -334,6 +361,10 @@ class FleetBatcher:
                     w.set_exception(_LeaderGone())
             raise
         result = parse_fleet_response(request, response)
+        failed = unavailable_offerings(result.errors)
+        if failed and self._on_unavailable is not None:
+            # Even when some instance launched, the failed pools are worth avoiding for a while.
+            self._on_unavailable(failed)
         log.info(
             "CreateFleet",
             extra={

@@ -145,6 +145,35 @@ def choose_capacity_type(
     return CAPACITY_TYPE_ON_DEMAND
 
 
+def plan_launch(
+    reqs: Requirements,
+    instance_types: Sequence[InstanceType],
+    zones: Sequence[str] | Mapping[str, str],
+) -> tuple[str, list[InstanceType]]:
+    """(capacity type, at most 60 cheapest candidates with an offering of it in ``zones``).
+
+    Spot offerings dearer than the cheapest on-demand one are dropped when on-demand is allowed;
+    if that leaves no spot candidate, the launch falls back to on-demand.
+    """
+    zone_list = list(zones)
+    capacity_type = choose_capacity_type(reqs, instance_types, zone_list)
+    if not _allows(reqs, LABEL_CAPACITY_TYPE, capacity_type):
+        raise InsufficientCapacityError("no allowed capacity type has an available offering")
+    types: Sequence[InstanceType] = instance_types
+    if capacity_type == CAPACITY_TYPE_SPOT and _allows(
+        reqs, LABEL_CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND
+    ):
+        types = fleet.drop_pricier_spot(instance_types, zone_list)
+        if not types:
+            capacity_type, types = CAPACITY_TYPE_ON_DEMAND, instance_types
+    candidates = fleet.select_types(types, zone_list, capacity_type)
+    if not candidates:
+        raise InsufficientCapacityError(
+            f"no instance type has an available {capacity_type} offering in {sorted(zone_list)}"
+        )
+    return capacity_type, candidates
+
+
 def split_tags(tags: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(tags every instance of a batch shares, per-NodeClaim tags)."""
     shared = {k: v for k, v in tags.items() if k not in PER_CLAIM_TAGS}
@@ -161,11 +190,16 @@ class InstanceProvider:
         *,
         batch_idle: float = 0.035,
         batch_max: float = 1.0,
+        on_unavailable: fleet.UnavailableSink | None = None,
     ) -> None:
+        """``on_unavailable`` hears every (type, zone, capacity type) a CreateFleet reported
+        without capacity, including ones from calls that still launched something."""
         self._clients = clients
         self._cluster = cluster
         self._launch_templates = launch_templates
-        self._fleet = fleet.FleetBatcher(clients.ec2, idle=batch_idle, max_window=batch_max)
+        self._fleet = fleet.FleetBatcher(
+            clients.ec2, idle=batch_idle, max_window=batch_max, on_unavailable=on_unavailable
+        )
 
     @property
     def create_fleet_calls(self) -> int:
@@ -190,14 +224,7 @@ class InstanceProvider:
                 "NodeClaim allows",
                 reason="NoSubnets",
             )
-        capacity_type = choose_capacity_type(reqs, instance_types, list(subnets))
-        if not _allows(reqs, LABEL_CAPACITY_TYPE, capacity_type):
-            raise InsufficientCapacityError("no allowed capacity type has an available offering")
-        candidates = fleet.select_types(instance_types, subnets, capacity_type)
-        if not candidates:
-            raise InsufficientCapacityError(
-                f"no instance type has an available {capacity_type} offering in {sorted(subnets)}"
-            )
+        capacity_type, candidates = plan_launch(reqs, instance_types, subnets)
         shared, own = split_tags(tags)
         instance_id = await self._launch(
             nodeclass, nodeclaim, candidates, capacity_type, subnets, shared

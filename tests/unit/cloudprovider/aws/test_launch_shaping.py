@@ -15,6 +15,7 @@ from karpenter_py.cloudprovider.aws.instance import (
     _launch_error,
     choose_capacity_type,
     parse_provider_id,
+    plan_launch,
     split_tags,
     zonal_subnets,
 )
@@ -361,3 +362,34 @@ def test_parse_provider_id(provider_id: str, instance_id: str) -> None:
 def test_parse_provider_id_rejects(bad: str) -> None:
     with pytest.raises(ValueError, match="not an AWS instance ID"):
         parse_provider_id(bad)
+
+
+def test_plan_launch_drops_spot_dearer_than_on_demand() -> None:
+    types = [
+        instance_type("cheap-od", [(A, "on-demand", 0.05)]),
+        instance_type("ok-spot", [(A, "on-demand", 0.2), (A, "spot", 0.04)]),
+        instance_type("dear-spot", [(A, "on-demand", 0.3), (A, "spot", 0.06)]),
+    ]
+    ct, chosen = plan_launch(_reqs(), types, [A])
+    assert (ct, [t.name for t in chosen]) == ("spot", ["ok-spot"])
+    # Spot-only NodeClaims keep every spot offering.
+    spot_only = _reqs(("karpenter.sh/capacity-type", "In", ("spot",)))
+    ct, chosen = plan_launch(spot_only, types, [A])
+    assert (ct, [t.name for t in chosen]) == ("spot", ["ok-spot", "dear-spot"])
+
+
+def test_plan_launch_falls_back_to_on_demand_when_all_spot_is_dearer() -> None:
+    types = [
+        instance_type("a", [(A, "on-demand", 0.05)]),
+        instance_type("b", [(A, "on-demand", 0.2), (A, "spot", 0.1)]),
+    ]
+    ct, chosen = plan_launch(_reqs(), types, [A])
+    assert (ct, [t.name for t in chosen]) == ("on-demand", ["a", "b"])
+
+
+def test_plan_launch_spot_only_without_spot_is_insufficient() -> None:
+    types = [instance_type("a", [(A, "on-demand", 0.05)])]
+    with pytest.raises(InsufficientCapacityError, match="no allowed capacity type"):
+        plan_launch(_reqs(("karpenter.sh/capacity-type", "In", ("spot",))), types, [A])
+    with pytest.raises(InsufficientCapacityError, match="no instance type has an available"):
+        plan_launch(_reqs(), types, [B])
