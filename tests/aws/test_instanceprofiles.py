@@ -107,6 +107,19 @@ async def test_delete_removes_role_and_profile(aws: AwsClients, profiles: Instan
     assert await count(aws) == 1
 
 
+async def test_profile_made_for_role_deleted_after_switch_to_given_profile(
+    aws: AwsClients, profiles: InstanceProfiles
+) -> None:
+    await aws.iam.create_instance_profile(InstanceProfileName="mine")
+    await profiles.ensure(ec2nodeclass(role="role-a"))
+    assert await profiles.delete(ec2nodeclass(role=None, instance_profile="mine")) is True
+    names = [
+        p["InstanceProfileName"]
+        for p in (await aws.iam.list_instance_profiles())["InstanceProfiles"]
+    ]
+    assert names == ["mine"]
+
+
 async def test_untagged_profile_of_same_name_is_not_deleted(
     aws: AwsClients, profiles: InstanceProfiles
 ) -> None:

@@ -159,9 +159,9 @@ class InstanceProfiles:
 
     async def delete(self, nodeclass: EC2NodeClass) -> bool:
         """Delete the profile Karpenter made for ``nodeclass`` (its roles removed first).
-        False when there was none; a given ``spec.instanceProfile`` is never touched."""
-        if nodeclass.spec.role is None:
-            return False
+        False when there was none; a given ``spec.instanceProfile`` is never touched (it has
+        another name and lacks our tags). Checked even when the class now names a profile, so
+        one made while it used ``role`` is not left behind."""
         name = profile_name(self.cluster, self.clients.region, nodeclass)
         profile = await self._get(name)
         if profile is None:
