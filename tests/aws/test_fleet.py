@@ -184,3 +184,29 @@ async def test_no_subnet_in_allowed_zone(env: Env) -> None:
     with pytest.raises(CreateError, match="no subnet"):
         await env.instances.create(env.nodeclass, claim, _types(), launch_tags(claim.name))
     assert env.instances.create_fleet_calls == 0
+
+
+async def test_bad_user_data_is_create_error(env: Env) -> None:
+    nc = ec2nodeclass(
+        subnets=[(A, env.net.subnets[A])],
+        amis=[(env.nodeclass.status.amis[0].id, "amd64")],
+        family="Bottlerocket",
+        userData="[settings",  # TOML that does not parse
+    )
+    claim = nodeclaim()
+    with pytest.raises(CreateError, match="not valid TOML") as err:
+        await env.instances.create(nc, claim, _types(), launch_tags(claim.name))
+    assert err.value.reason == "InvalidUserData"
+    assert env.instances.create_fleet_calls == 0
+
+
+async def test_windows_user_data_unsupported(env: Env) -> None:
+    nc = ec2nodeclass(
+        subnets=[(A, env.net.subnets[A])],
+        amis=[(env.nodeclass.status.amis[0].id, "amd64")],
+        family="Windows2022",
+    )
+    claim = nodeclaim()
+    with pytest.raises(CreateError, match="Windows2022") as err:
+        await env.instances.create(nc, claim, _types(), launch_tags(claim.name))
+    assert err.value.reason == "InvalidUserData"

@@ -25,6 +25,7 @@ from karpenter_py.cloudprovider.aws.launchtemplates import (
     LaunchTemplateProvider,
     ResolvedLaunchTemplate,
 )
+from karpenter_py.cloudprovider.aws.userdata import UserDataError
 from karpenter_py.cloudprovider.errors import (
     CloudProviderError,
     CreateError,
@@ -245,7 +246,7 @@ class InstanceProvider:
     ) -> str:
         """One CreateFleet (batched); a missing launch template is re-created once."""
         for attempt in (1, 2):
-            templates = await self._launch_templates.ensure(
+            templates = await self._ensure_templates(
                 nodeclass, nodeclaim, candidates, capacity_type
             )
             if not templates:
@@ -274,6 +275,27 @@ class InstanceProvider:
                     raise _launch_error(exc) from exc
                 raise
         raise CreateError("launch template missing after re-creating it")  # pragma: no cover
+
+    async def _ensure_templates(
+        self,
+        nodeclass: EC2NodeClass,
+        nodeclaim: NodeClaim,
+        candidates: Sequence[InstanceType],
+        capacity_type: str,
+    ) -> builtins.list[ResolvedLaunchTemplate]:
+        try:
+            return await self._launch_templates.ensure(
+                nodeclass, nodeclaim, candidates, capacity_type
+            )
+        except UserDataError as exc:
+            raise CreateError(str(exc), reason="InvalidUserData") from exc
+        except Exception as exc:
+            if not is_aws_error(exc):
+                raise
+            raise CreateError(
+                f"creating launch template failed: {error_code(exc) or 'error'}: {exc}",
+                reason="LaunchTemplateCreationFailed",
+            ) from exc
 
     def _invalidate(self, templates: Sequence[ResolvedLaunchTemplate]) -> None:
         for t in templates:
