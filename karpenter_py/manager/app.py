@@ -163,6 +163,7 @@ class App:
         if aws is not None:
             # The provider skips offerings that just failed, as the solver does.
             aws.provider.unavailable = self.launcher.unavailable.is_unavailable
+            aws.provider.mark_unavailable = self.launcher.unavailable.mark_all
         self.scheduling_metrics = SchedulingMetrics(self.metrics, self.cluster, self.clock)
         self.batcher: Batcher[str] = Batcher(
             idle=settings.batch_idle_duration, max_window=settings.batch_max_duration

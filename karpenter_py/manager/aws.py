@@ -84,9 +84,16 @@ async def open_aws(
             reserved_enis=settings.reserved_enis,
         )
         launch_templates = LaunchTemplateProvider(clients, cluster)
-        instances = InstanceProvider(clients, cluster, launch_templates)
         nodeclasses = NodeClassStore()
+        failed: list[AwsCloudProvider] = []  # the provider, once built (the sink comes first)
+        instances = InstanceProvider(
+            clients,
+            cluster,
+            launch_templates,
+            on_unavailable=lambda offerings: failed[0].offerings_failed(offerings),
+        )
         provider = AwsCloudProvider(cluster, nodeclasses, instance_types, instances)
+        failed.append(provider)
         log.info(
             "aws provider ready",
             extra={

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.cloudprovider.aws.drift import (
@@ -54,6 +54,7 @@ from karpenter_py.model.quantity import format_resources
 
 log = logging.getLogger("karpenter.aws.provider")
 
+OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
 TAG_NODECLAIM = "karpenter.sh/nodeclaim"
 TAG_CLUSTER_NAME = "eks:eks-cluster-name"
 Raw = Mapping[str, object]
@@ -104,9 +105,11 @@ class AwsCloudProvider:
         self.nodeclasses = nodeclasses
         self.instance_types = instance_types
         self.instances = instances
-        # The launcher's insufficient-capacity cache (filled by the manager once it exists).
+        # The launcher's insufficient-capacity cache (filled by the manager once it exists):
+        # ``unavailable`` reads it, ``mark_unavailable`` feeds it with the offerings a
+        # CreateFleet reported without capacity even when another override launched.
         self.unavailable = unavailable
-        self._loaded = False
+        self.mark_unavailable: Callable[[Iterable[OfferingKey]], None] | None = None
 
     @property
     def name(self) -> str:
@@ -190,11 +193,16 @@ class AwsCloudProvider:
         return [NodeClassRef(AWS_GROUP, "EC2NodeClass")]
 
     # ------------------------------------------------------------------ helpers
+    def offerings_failed(self, offerings: tuple[OfferingKey, ...]) -> None:
+        """``InstanceProvider``'s sink for per-override capacity errors."""
+        if self.mark_unavailable is not None:
+            self.mark_unavailable(offerings)
+
     async def _ensure_loaded(self) -> None:
-        """The first call loads instance types (an error then surfaces to the caller)."""
-        if not self._loaded:
+        """The first call loads instance types unless the refresh loop already did (an error
+        then surfaces to the caller)."""
+        if not self.instance_types.loaded:
             await self.instance_types.refresh()
-            self._loaded = True
 
     def _ready_nodeclass(self, name: str) -> EC2NodeClass | None:
         nodeclass = self.nodeclasses.get(name)
