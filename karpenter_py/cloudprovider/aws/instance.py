@@ -355,6 +355,21 @@ class InstanceProvider:
         out = [Instance.from_ec2(raw) for r in reservations for raw in r.get("Instances") or []]
         return [i for i in out if i.state != "terminated"]
 
+    async def find(self, nodeclaim_name: str) -> Instance | None:
+        """The live instance tagged for ``nodeclaim_name`` (a launch whose result was lost)."""
+        reservations = await paginate(
+            self._clients.ec2,
+            "describe_instances",
+            "Reservations",
+            Filters=[
+                {"Name": f"tag:{TAG_EKS_CLUSTER}", "Values": [self._cluster.name]},
+                {"Name": "tag:karpenter.sh/nodeclaim", "Values": [nodeclaim_name]},
+                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            ],
+        )
+        found = [Instance.from_ec2(raw) for r in reservations for raw in r.get("Instances") or []]
+        return next((i for i in found if i.state != "terminated"), None)
+
     async def delete(self, instance_id: str) -> None:
         await self.get(instance_id)  # NodeClaimNotFoundError when unknown or terminated
         try:

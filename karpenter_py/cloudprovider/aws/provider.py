@@ -211,10 +211,7 @@ class AwsCloudProvider:
         return nodeclass
 
     async def _launched_for(self, nodeclaim_name: str) -> Instance | None:
-        for inst in await self.instances.list():
-            if inst.tags.get(TAG_NODECLAIM) == nodeclaim_name:
-                return inst
-        return None
+        return await self.instances.find(nodeclaim_name)
 
     def _tags(self, nodeclaim: NodeClaim) -> dict[str, str]:
         """Tags on the instance, its volumes and the fleet (upstream's set)."""
