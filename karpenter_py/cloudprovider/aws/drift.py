@@ -3,10 +3,10 @@
 Two kinds, as upstream's AWS provider checks them:
 
 - static: a hash of the spec fields that shape a launch but are not resolved through status
-  (user data, tags, kubelet, block devices, metadata options, ...), stamped on the NodeClaim at
-  launch (``karpenter.k8s.aws/ec2nodeclass-hash`` + version). A different current hash, same
-  version, is ``NodeClassDrift``. Selector terms, role and instance profile are left out: their
-  effect is checked through what they resolve to;
+  (user data, tags, kubelet, block devices, metadata options, the resolved AMI family, ...),
+  stamped on the NodeClaim at launch (``karpenter.k8s.aws/ec2nodeclass-hash`` + version). A
+  different current hash, same version, is ``NodeClassDrift``. Selector terms, role, instance
+  profile and ipPrefixCount are left out: their effect is checked through what they resolve to;
 - dynamic: the instance's AMI is no longer among ``status.amis`` (``AMIDrift``), its subnet not
   among ``status.subnets`` (``SubnetDrift``), its security groups not exactly
   ``status.securityGroups`` (``SecurityGroupDrift``).
@@ -34,7 +34,9 @@ REASON_AMI: Final = "AMIDrift"
 REASON_SUBNET: Final = "SubnetDrift"
 REASON_SECURITY_GROUP: Final = "SecurityGroupDrift"
 
-# Resolved through status (checked dynamically) or not part of a launch.
+# Resolved through status (checked dynamically) or not part of a launch. ``amiFamily`` is
+# replaced by the resolved family (so alias al2023 and amiFamily AL2023 hash alike, and a
+# switch of alias family is static drift); ``ipPrefixCount`` is left out as upstream does.
 _DYNAMIC_FIELDS: Final = frozenset(
     {
         "subnetSelectorTerms",
@@ -43,6 +45,8 @@ _DYNAMIC_FIELDS: Final = frozenset(
         "capacityReservationSelectorTerms",
         "role",
         "instanceProfile",
+        "amiFamily",
+        "ipPrefixCount",
     }
 )
 
@@ -51,6 +55,7 @@ def ec2nodeclass_hash(nodeclass: EC2NodeClass) -> str:
     """A stable hash of the class's static launch fields."""
     spec = nodeclass.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     static = {k: v for k, v in spec.items() if k not in _DYNAMIC_FIELDS}
+    static["amiFamily"] = nodeclass.spec.resolved_ami_family()
     digest = hashlib.sha256(json.dumps(static, sort_keys=True).encode()).hexdigest()
     return str(int(digest[:15], 16))
 
