@@ -1,0 +1,192 @@
+"""nodeclaim.tagging with fakes: tag a registered NodeClaim's instance once, then mark it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from karpenter_py.controllers.nodeclaim.tagging import ANNOTATION_TAGGED, NodeClaimTagging
+from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.state.cluster import KINDS, Cluster
+
+PID = "aws:///us-west-2a/i-0abc"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def claim(
+    name: str = "default-abcde",
+    *,
+    registered: bool = True,
+    pid: str = PID,
+    node: str = "ip-10-0-0-1.us-west-2.compute.internal",
+    annotations: dict[str, str] | None = None,
+    deleting: bool = False,
+) -> NodeClaim:
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "annotations": annotations or {}}
+    if deleting:
+        meta["deletionTimestamp"] = NOW.isoformat()
+    nc = NodeClaim.model_validate(
+        {
+            "metadata": meta,
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"},
+                "requirements": [],
+            },
+            "status": {"providerID": pid, "nodeName": node},
+        }
+    )
+    nc.status.set_condition("Launched", "True", now=NOW)
+    if registered:
+        nc.status.set_condition("Registered", "True", now=NOW)
+    return nc
+
+
+class FakeTagger:
+    def __init__(self, failures: int = 0) -> None:
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        self.failures = failures
+
+    async def tag_instance(self, provider_id: str, tags: dict[str, str]) -> None:
+        self.calls.append((provider_id, dict(tags)))
+        if self.failures > 0:
+            self.failures -= 1
+            raise RuntimeError("ec2 CreateTags: RequestLimitExceeded")
+
+
+class FakeClient:
+    def __init__(self, *, missing: bool = False) -> None:
+        self.patches: list[tuple[str, str, dict[str, Any]]] = []
+        self.missing = missing
+        self.patched = asyncio.Event()
+
+    async def patch(self, resource: Any, name: str, patch: dict[str, Any], **_: Any) -> Any:
+        if self.missing:
+            raise NotFoundError(status=404)
+        self.patches.append((resource.plural, name, patch))
+        self.patched.set()
+        return patch
+
+
+def controller(cluster: Cluster, tagger: FakeTagger, client: FakeClient) -> NodeClaimTagging:
+    return NodeClaimTagging(cast(Any, client), cluster, tagger, cluster_name="test-cluster")
+
+
+TAGGED_PATCH = {"metadata": {"annotations": {ANNOTATION_TAGGED: "true"}}}
+
+CASES: list[tuple[str, NodeClaim | None, list[tuple[str, dict[str, str]]], bool]] = [
+    (
+        "registered: tagged and marked",
+        claim(),
+        [
+            (
+                PID,
+                {
+                    "Name": "ip-10-0-0-1.us-west-2.compute.internal",
+                    "karpenter.sh/nodeclaim": "default-abcde",
+                    "eks:eks-cluster-name": "test-cluster",
+                },
+            )
+        ],
+        True,
+    ),
+    (
+        "registered without a node name yet: no Name tag",
+        claim(node=""),
+        [
+            (
+                PID,
+                {"karpenter.sh/nodeclaim": "default-abcde", "eks:eks-cluster-name": "test-cluster"},
+            )
+        ],
+        True,
+    ),
+    ("unknown NodeClaim", None, [], False),
+    ("not registered", claim(registered=False), [], False),
+    ("registered but no provider ID", claim(pid=""), [], False),
+    ("being deleted", claim(deleting=True), [], False),
+    ("already tagged", claim(annotations={ANNOTATION_TAGGED: "true"}), [], False),
+    (
+        "annotation other than true: tagged again",
+        claim(annotations={ANNOTATION_TAGGED: "false"}),
+        [
+            (
+                PID,
+                {
+                    "Name": "ip-10-0-0-1.us-west-2.compute.internal",
+                    "karpenter.sh/nodeclaim": "default-abcde",
+                    "eks:eks-cluster-name": "test-cluster",
+                },
+            )
+        ],
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("nc", "tagged", "patched"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+async def test_reconcile(
+    nc: NodeClaim | None, tagged: list[tuple[str, dict[str, str]]], patched: bool
+) -> None:
+    cluster, tagger, client = Cluster(), FakeTagger(), FakeClient()
+    if nc is not None:
+        cluster.upsert_nodeclaim(nc)
+    result = await controller(cluster, tagger, client).reconcile("default-abcde")
+    assert result is None
+    assert tagger.calls == tagged
+    assert client.patches == ([("nodeclaims", "default-abcde", TAGGED_PATCH)] if patched else [])
+
+
+async def test_tags_once_the_annotation_lands() -> None:
+    cluster, tagger, client = Cluster(), FakeTagger(), FakeClient()
+    tagging = controller(cluster, tagger, client)
+    cluster.upsert_nodeclaim(claim())
+    await tagging.reconcile("default-abcde")
+    # The informer then delivers the patched object; a second reconcile is a no-op.
+    cluster.upsert_nodeclaim(claim(annotations={ANNOTATION_TAGGED: "true"}))
+    await tagging.reconcile("default-abcde")
+    assert len(tagger.calls) == 1
+    assert len(client.patches) == 1
+
+
+async def test_a_tagger_failure_raises_and_leaves_the_annotation_unset() -> None:
+    cluster, tagger, client = Cluster(), FakeTagger(failures=1), FakeClient()
+    cluster.upsert_nodeclaim(claim())
+    tagging = controller(cluster, tagger, client)
+    with pytest.raises(RuntimeError, match="RequestLimitExceeded"):
+        await tagging.reconcile("default-abcde")
+    assert client.patches == []
+    # The retry tags and marks it.
+    assert await tagging.reconcile("default-abcde") is None
+    assert len(tagger.calls) == 2
+    assert client.patches == [("nodeclaims", "default-abcde", TAGGED_PATCH)]
+
+
+async def test_nodeclaim_deleted_before_the_patch_is_not_an_error() -> None:
+    cluster, tagger, client = Cluster(), FakeTagger(), FakeClient(missing=True)
+    cluster.upsert_nodeclaim(claim())
+    assert await controller(cluster, tagger, client).reconcile("default-abcde") is None
+    assert len(tagger.calls) == 1
+
+
+async def test_run_retries_a_failed_tagging() -> None:
+    """Through the runtime: an update event queues the claim; a failure is retried (1 s)."""
+    cluster, tagger, client = Cluster(), FakeTagger(failures=1), FakeClient()
+    for kind in KINDS:
+        cluster.mark_synced(kind)
+    tagging = controller(cluster, tagger, client)
+    nc = claim()
+    cluster.upsert_nodeclaim(nc)
+    async with asyncio.timeout(10):
+        async with asyncio.TaskGroup() as tg:
+            runner = tg.create_task(tagging.run())
+            tagging.on_nodeclaim(nc.model_dump(by_alias=True, mode="json"))
+            await client.patched.wait()
+            runner.cancel()
+    assert [pid for pid, _ in tagger.calls] == [PID, PID]
+    assert client.patches == [("nodeclaims", "default-abcde", TAGGED_PATCH)]
