@@ -26,6 +26,14 @@ that target with every remaining pod Running; the run gives up after ``--scale-i
 RSS and CPU are those of the scale-in phase.
 
     python benchmarks/e2e.py --scale-in --out benchmarks/results/e2e-scale-in.json
+
+``--cloud-provider aws``: the same scale-out with the AWS provider against moto's server
+(benchmarks/awsworld.py: moto in this process over HTTP, an EC2NodeClass selecting the tagged
+VPC, a NodePool of on-demand linux types under 32 vCPU, and the fake kubelet registering a Node
+for each instance moto launches). Adds ``create_fleet_calls`` (CreateFleet calls the controller
+made, counted from moto's fleets: batching shows as fewer calls than NodeClaims).
+
+    python benchmarks/e2e.py --cloud-provider aws --out benchmarks/results/e2e-aws.json
 """
 
 from __future__ import annotations
@@ -48,6 +56,10 @@ from typing import Any
 
 import yaml
 
+if __package__ in (None, ""):  # run as a script: the repo root holds benchmarks/ and tests/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.awsworld import EC2NODECLASSES, AwsWorld, aws_world
 from karpenter_py.cli.manifests import load_manifests
 from karpenter_py.cli.plan import solve_input as plan_solve_input
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
@@ -64,6 +76,7 @@ from karpenter_py.model.labels import (
     LABEL_TOPOLOGY_ZONE,
 )
 from karpenter_py.scheduling.scheduler import solve
+from tests.cluster.awskubelet import running_kubelet
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "hack"))
@@ -82,7 +95,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def nodepool() -> dict[str, Any]:
+def nodepool(cloud_provider: str = "kwok") -> dict[str, Any]:
+    if cloud_provider == "aws":
+        return aws_nodepool()
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -114,6 +129,28 @@ def nodepool() -> dict[str, Any]:
                 "consolidationPolicy": "WhenEmptyOrUnderutilized",
                 "consolidateAfter": "30s",
                 "budgets": [{"nodes": "100%"}],
+            },
+        },
+    }
+
+
+def aws_nodepool() -> dict[str, Any]:
+    """Upstream's perf pool on the AWS provider: linux, on-demand, under 32 vCPU."""
+    reqs = [
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lt", "values": ["32"]},
+    ]
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {"spec": {"nodeClassRef": ref, "requirements": reqs}},
+            "disruption": {
+                "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                "consolidateAfter": "30s",
             },
         },
     }
@@ -177,7 +214,7 @@ def _established(crd: dict[str, Any]) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
-async def setup(client: KubeClient) -> None:
+async def install_crds(client: KubeClient) -> None:
     for f in sorted((REPO / "manifests" / "crds").glob("*.yaml")):
         with contextlib.suppress(AlreadyExistsError):
             await client.create(CRDS, yaml.safe_load(f.read_text()))
@@ -186,6 +223,10 @@ async def setup(client: KubeClient) -> None:
         if sum(1 for c in crds if _established(c)) >= 4:
             break
         await asyncio.sleep(0.5)
+
+
+async def setup(client: KubeClient) -> None:
+    await install_crds(client)
     await client.create(
         KWOKNODECLASSES,
         {
@@ -437,7 +478,28 @@ def start_controller(env: dict[str, str], log_path: Path) -> subprocess.Popen[by
         )
 
 
+async def wait_nodeclass_ready(
+    client: KubeClient, name: str = "default", limit: float = 120.0
+) -> None:
+    start = time.monotonic()
+    nc: dict[str, Any] = {}
+    while time.monotonic() - start < limit:
+        nc = await client.get(EC2NODECLASSES, name)
+        conditions = (nc.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"EC2NodeClass {name} not Ready after {limit} s: {nc.get('status')}")
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.cloud_provider == "aws":
+        async with aws_world() as world:
+            return await _run(args, world)
+    return await _run(args, None)
+
+
+async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, Any]:
     state = Path(tempfile.mkdtemp(prefix="karpy-e2e-"))
     fast = ["--kube-api-qps=500", "--kube-api-burst=1000"]
     cluster = LocalCluster(
@@ -449,8 +511,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     proc = None
     try:
         config = load_config(str(cluster.kubeconfig_path))
-        async with KubeClient(config) as client:
-            await setup(client)
+        async with KubeClient(config) as client, contextlib.AsyncExitStack() as stack:
+            if world is None:
+                await setup(client)
+            else:
+                await install_crds(client)
+                await client.create(EC2NODECLASSES, world.nodeclass())
+                await client.create(NODEPOOLS, aws_nodepool())
             env = dict(
                 os.environ,
                 KUBECONFIG=str(cluster.kubeconfig_path),
@@ -458,9 +525,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 HEALTH_PROBE_PORT=str(free_port()),
                 METRICS_PORT=str(free_port()),
                 LOG_LEVEL="info",
+                **(world.controller_env() if world is not None else {}),
             )
             proc = await asyncio.to_thread(start_controller, env, state / "controller.log")
             sampler = ProcSampler(proc.pid)
+            if world is not None:
+                await wait_nodeclass_ready(client)
+                await world.load_types(client)
+                await stack.enter_async_context(running_kubelet(world.kubelet(client)))
             await asyncio.sleep(2.0)  # informers list and sync
             result = await measure(
                 client,
@@ -481,6 +553,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     every=args.scale_in_every,
                 )
                 result["scale_out"] = scale_out
+            if world is not None:
+                result["cloud_provider"] = "aws"
+                result["create_fleet_calls"] = await world.create_fleet_calls()
+                result["instances"] = len(await world.instances("pending", "running"))
             result["controller_log"] = str(state / "controller.log")
             return result
     finally:
@@ -498,6 +574,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods-per-deployment", type=int, default=500)
+    parser.add_argument("--cloud-provider", choices=("kwok", "aws"), default="kwok")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -514,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--scale-in-every", type=float, default=3.0, help="cost sampling period")
     args = parser.parse_args(argv)
+    if args.scale_in and args.cloud_provider == "aws":
+        parser.error("--scale-in runs on the kwok provider only")
     if args.scale_in and args.scale_in_pods_per_deployment > args.pods_per_deployment:
         parser.error("--scale-in-pods-per-deployment must not exceed --pods-per-deployment")
     result = asyncio.run(run(args))

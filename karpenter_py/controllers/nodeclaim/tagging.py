@@ -50,6 +50,9 @@ class NodeClaimTagging:
         self.metrics = metrics
         self.workers = workers
         self.queue = new_queue(self.name, base=1.0, maximum=300.0)
+        # Tagged by this process; the annotation may not be in the cache yet when the
+        # NodeClaim comes back round (our own patch is one more update).
+        self._tagged: set[str] = set()
 
     def on_nodeclaim(self, obj: KubeObject) -> None:
         name = (obj.get("metadata") or {}).get("name")
@@ -65,7 +68,9 @@ class NodeClaimTagging:
         nc = self.cluster.nodeclaims.get(key)
         if nc is None or nc.metadata.deletion_timestamp is not None:
             return None
-        if nc.metadata.annotations.get(ANNOTATION_TAGGED) == "true":
+        if nc.metadata.annotations.get(ANNOTATION_TAGGED) == "true" or key in self._tagged:
+            if len(self._tagged) > 10_000:  # annotations landed long ago; forget them
+                self._tagged.clear()
             return None
         if not nc.status.is_true(CONDITION_REGISTERED) or not nc.status.provider_id:
             return None  # the next NodeClaim update (registration) brings it back
@@ -79,5 +84,6 @@ class NodeClaimTagging:
             )
         except NotFoundError:
             return None
+        self._tagged.add(key)
         log.info("tagged instance", extra={"nodeclaim": key, "provider_id": nc.status.provider_id})
         return None
