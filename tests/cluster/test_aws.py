@@ -446,3 +446,46 @@ def spot_warning(instance_id: str) -> dict[str, Any]:
         "resources": [f"arn:aws:ec2:{REGION}b:instance/{instance_id}"],
         "detail": {"instance-id": instance_id, "instance-action": "terminate"},
     }
+
+
+async def test_controller_killed_mid_launch_leaks_no_instance(
+    client: KubeClient, aws_env: MotoServer
+) -> None:
+    """Killed after CreateFleet but before the instance is tagged with its NodeClaim and the
+    launch result is written: the restarted controller launches again and garbage collection
+    terminates the orphan (tagged for the cluster, claimed by nobody)."""
+    async with world(client, aws_env) as w:
+        await client.create(DEPLOYMENTS, deployment("crash", w.ns, w.pool, replicas=2))
+        async with w.stack() as stack:
+            launched = asyncio.Event()
+
+            async def hang_after_fleet(instance_id: str, tags: Mapping[str, str]) -> None:
+                launched.set()
+                await asyncio.Event().wait()  # the process dies here
+
+            stack.instances.tag = hang_after_fleet  # type: ignore[method-assign]
+            async with running(w.app(stack)):
+                await wait_ready(w)
+                async with asyncio.timeout(120):
+                    await launched.wait()
+        orphans = {i["InstanceId"] for i in await w.instances("running", "pending")}
+        assert orphans, "the first controller launched nothing before it was killed"
+        async with w.stack() as stack:
+            app = w.app(stack)
+            app.gc.interval, app.gc.orphan_grace = 2.0, 3.0
+            async with running(app), running_kubelet(w.kubelet(stack)):
+
+                async def settled() -> bool:
+                    claims = await claims_of(client, w.pool)
+                    live = {i["InstanceId"] for i in await w.instances("running", "pending")}
+                    claimed = {
+                        (nc.get("status") or {}).get("providerID", "").rsplit("/", 1)[-1]
+                        for nc in claims
+                    }
+                    return (
+                        len(await running_pods(client, w.ns)) == 2
+                        and not (orphans & live - claimed)
+                        and live == claimed
+                    )
+
+                await eventually(settled, within=120, what="no instance without a NodeClaim")
