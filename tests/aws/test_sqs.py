@@ -104,3 +104,43 @@ async def test_receive_after_the_queue_is_gone(aws: AwsClients) -> None:
     new_url = await make_queue(aws)
     assert await queue.receive() == []
     assert await queue.url() == new_url
+
+
+async def test_concurrent_deletes_share_batch_calls(aws: AwsClients) -> None:
+    url = await make_queue(aws)
+    entries = [{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)]
+    await aws.sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    await aws.sqs.send_message_batch(QueueUrl=url, Entries=entries[:3])
+    queue = InterruptionQueue(aws, QUEUE, wait_seconds=0, visibility_seconds=1)
+    got: list[QueueMessage] = []
+    while len(got) < 13:
+        got.extend(await queue.receive())
+    calls = []
+    real = aws.sqs.delete_message_batch
+
+    async def counting(**kw: object) -> object:
+        calls.append(len(kw["Entries"]))  # type: ignore[arg-type]
+        return await real(**kw)
+
+    aws.sqs.delete_message_batch = counting
+    try:
+        await asyncio.gather(*(queue.delete(m) for m in got))
+    finally:
+        aws.sqs.delete_message_batch = real
+    assert calls == [10, 3]
+    await asyncio.sleep(1.5)  # nothing reappears after the visibility timeout
+    assert await InterruptionQueue(aws, QUEUE, wait_seconds=0).receive() == []
+
+
+async def test_a_bad_receipt_handle_fails_only_its_own_delete(aws: AwsClients) -> None:
+    url = await make_queue(aws)
+    await aws.sqs.send_message(QueueUrl=url, MessageBody="real")
+    queue = InterruptionQueue(aws, QUEUE, wait_seconds=1, visibility_seconds=1)
+    (real,) = await queue.receive()
+    bogus = QueueMessage(id="bogus", receipt_handle="not-a-handle", body="", sent_at=None)
+    results = await asyncio.gather(queue.delete(real), queue.delete(bogus), return_exceptions=True)
+    assert results[0] is None
+    assert isinstance(results[1], QueueError)
+    assert str(results[1]).startswith("deleting message bogus on queue 'karpenter-interruption': ")
+    await asyncio.sleep(1.5)
+    assert await InterruptionQueue(aws, QUEUE, wait_seconds=0).receive() == []

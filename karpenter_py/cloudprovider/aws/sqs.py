@@ -21,6 +21,8 @@ MAX_MESSAGES: Final = 10  # SQS's ceiling per ReceiveMessage
 WAIT_SECONDS: Final = 20  # long poll: SQS's ceiling, so an idle queue costs 3 calls a minute
 VISIBILITY_SECONDS: Final = 20  # a message whose handling failed reappears after this
 SENT_TIMESTAMP: Final = "SentTimestamp"
+# How long the first of several concurrent deletes waits for the rest to join its batch call.
+DELETE_LINGER: Final = 0.005
 NOT_FOUND_CODES: Final = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
 
 
@@ -47,6 +49,7 @@ class InterruptionQueue:
         wait_seconds: int = WAIT_SECONDS,
         visibility_seconds: int = VISIBILITY_SECONDS,
         max_messages: int = MAX_MESSAGES,
+        delete_linger: float = DELETE_LINGER,
     ) -> None:
         if not name:
             raise ValueError("an interruption queue needs a name")
@@ -55,8 +58,11 @@ class InterruptionQueue:
         self.wait_seconds = wait_seconds
         self.visibility_seconds = visibility_seconds
         self.max_messages = max_messages
+        self.delete_linger = delete_linger
         self._url: str | None = None
         self._lock = asyncio.Lock()
+        self._pending: list[_PendingDelete] = []
+        self._flushing = False
 
     async def url(self) -> str:
         """The queue's URL, looked up on first use (concurrent callers share one lookup)."""
@@ -95,19 +101,80 @@ class InterruptionQueue:
         return [m for raw in out.get("Messages") or [] if (m := _message(raw)) is not None]
 
     async def delete(self, msg: QueueMessage) -> None:
+        """Delete one message. Deletes issued together (a batch finishing its handling) share
+        DeleteMessageBatch calls of up to ten: the first caller waits ``delete_linger`` for the
+        others, then sends for everyone waiting. Each caller still learns its own result."""
         url = await self.url()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((msg, done))
+        if not self._flushing:
+            await self._flush(url)
+        await done
+
+    async def _flush(self, url: str) -> None:
+        self._flushing = True
         try:
-            await self._sqs.delete_message(QueueUrl=url, ReceiptHandle=msg.receipt_handle)
+            await asyncio.sleep(self.delete_linger)
+            while self._pending:
+                chunk = self._pending[:MAX_MESSAGES]
+                del self._pending[:MAX_MESSAGES]
+                try:
+                    await self._delete_chunk(url, chunk)
+                finally:
+                    _abandon(chunk)
+        finally:
+            self._flushing = False
+            # Cancelled mid-flush: whoever is still waiting must not wait forever. Their
+            # messages stay on the queue and reappear, which handling tolerates.
+            pending, self._pending = self._pending, []
+            _abandon(pending)
+
+    async def _delete_chunk(self, url: str, chunk: list[_PendingDelete]) -> None:
+        entries = [
+            {"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, (m, _) in enumerate(chunk)
+        ]
+        try:
+            out = await self._sqs.delete_message_batch(QueueUrl=url, Entries=entries)
         except Exception as e:
-            if not is_aws_error(e):
-                raise
-            raise self._failed(e, f"deleting message {msg.id}") from e
+            for m, done in chunk:
+                if done.done():
+                    continue
+                if is_aws_error(e):
+                    done.set_exception(self._failed(e, f"deleting message {m.id}"))
+                else:
+                    done.set_exception(QueueError(f"deleting message {m.id}: {e!r}"))
+            return
+        failed = {str(f.get("Id")): f for f in out.get("Failed") or [] if isinstance(f, dict)}
+        for i, (m, done) in enumerate(chunk):
+            if done.done():
+                continue
+            why = failed.get(str(i))
+            if why is None:
+                done.set_result(None)
+            else:
+                code = str(why.get("Code") or "")
+                done.set_exception(
+                    QueueError(
+                        f"deleting message {m.id} on queue {self.name!r}: {code}: "
+                        f"{why.get('Message') or ''}",
+                        code=code,
+                    )
+                )
 
     def _failed(self, exc: Exception, doing: str) -> QueueError:
         err = _queue_error(exc, f"{doing} on queue {self.name!r}")
         if isinstance(err, QueueNotFoundError):
             self._url = None  # recreated queues get a new URL; look it up again next time
         return err
+
+
+_PendingDelete = tuple[QueueMessage, "asyncio.Future[None]"]
+
+
+def _abandon(entries: list[_PendingDelete]) -> None:
+    for m, done in entries:
+        if not done.done():
+            done.set_exception(QueueError(f"deleting message {m.id}: abandoned (cancelled)"))
 
 
 def _queue_error(exc: Exception, doing: str) -> QueueError:
