@@ -2,7 +2,8 @@
 
 The queue is named in the settings (``INTERRUPTION_QUEUE``); its URL is looked up once with
 GetQueueUrl and kept. Failures surface as :class:`QueueError` (the AWS error code in ``code``) so
-the worker can log and back off without knowing botocore.
+the worker can log and back off without knowing botocore. Deletes issued together (the worker
+finishing a batch of ten in parallel) go out as one DeleteMessageBatch instead of ten calls.
 """
 
 from __future__ import annotations
