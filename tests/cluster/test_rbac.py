@@ -28,6 +28,7 @@ from karpenter_py.kube import (
     load_kubeconfig,
 )
 from karpenter_py.manager.app import App
+from tests.cluster.awskubelet import running_kubelet
 from tests.cluster.harness import (
     claims_of,
     eventually,
@@ -37,8 +38,11 @@ from tests.cluster.harness import (
     running_pods,
     unique,
 )
+from tests.cluster.test_aws import aws_settings, wait_ready
+from tests.cluster.test_aws import world as aws_world
 from tests.cluster.test_controller import clean_pool, deployment, pool_body, settings
 from tests.clusterfixture import ClusterHandle
+from tests.motofixture import MotoServer
 
 pytestmark = pytest.mark.cluster
 
@@ -128,3 +132,53 @@ async def test_the_controller_needs_nothing_beyond_its_rbac(
     forbidden += [str(r.__dict__) for r in caplog.records if "403" in str(getattr(r, "error", ""))]
     assert forbidden == []
     assert any("acquired lease" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_aws_controller_needs_nothing_beyond_its_rbac(
+    cluster: ClusterHandle,
+    admin: KubeClient,
+    aws_env: MotoServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same with ``CLOUD_PROVIDER=aws``: EC2NodeClass status and finalizer, NodeClaim
+    tagging annotations and interruption handling add no permission beyond manifests/."""
+    await install_rbac(admin)
+    token = await asyncio.to_thread(service_account_token, cluster)
+    base = await asyncio.to_thread(load_kubeconfig, [cluster.kubeconfig_path])
+    as_controller = dataclasses.replace(
+        base,
+        token=token,
+        token_file=None,
+        token_source=None,
+        client_cert_pem=None,
+        client_key_pem=None,
+    )
+    elect = {"DISABLE_LEADER_ELECTION": "false", "LEADER_ELECTION_NAMESPACE": "karpenter"}
+    caplog.set_level(logging.INFO)
+    async with (
+        aws_world(admin, aws_env) as w,
+        KubeClient(as_controller) as client,
+        w.stack() as stack,
+    ):
+        app = App(aws_settings(**elect), client, aws=stack)
+        async with running(app), running_kubelet(w.kubelet(stack)):
+            await wait_ready(w)
+            await admin.create(DEPLOYMENTS, deployment("web", w.ns, w.pool, replicas=2))
+
+            async def two_running() -> bool:
+                return len(await running_pods(admin, w.ns)) == 2
+
+            await eventually(two_running, within=120, what="2 pods Running on EC2 instances")
+            claim: dict[str, Any] = (await claims_of(admin, w.pool))[0]
+            await admin.delete(NODECLAIMS, claim["metadata"]["name"])
+
+            async def claim_gone() -> bool:
+                with contextlib.suppress(NotFoundError):
+                    await admin.get(NODECLAIMS, claim["metadata"]["name"])
+                    return False
+                return True
+
+            await eventually(claim_gone, within=60, what="the NodeClaim to terminate")
+    forbidden = [r.getMessage() for r in caplog.records if "forbidden" in r.getMessage().lower()]
+    forbidden += [str(r.__dict__) for r in caplog.records if "403" in str(getattr(r, "error", ""))]
+    assert forbidden == []
