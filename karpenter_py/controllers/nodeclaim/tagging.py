@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.controllers.nodeclaim.common import wait_synced
 from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
 from karpenter_py.kube.client import KubeClient
@@ -72,12 +73,22 @@ class NodeClaimTagging:
             if len(self._tagged) > 10_000:  # annotations landed long ago; forget them
                 self._tagged.clear()
             return None
-        if not nc.status.is_true(CONDITION_REGISTERED) or not nc.status.provider_id:
+        status = nc.status
+        if (
+            not status.is_true(CONDITION_REGISTERED)
+            or not status.provider_id
+            or not status.node_name
+        ):
             return None  # the next NodeClaim update (registration) brings it back
         tags = {TAG_NODECLAIM: key, TAG_CLUSTER_NAME: self.cluster_name}
-        if nc.status.node_name:
-            tags[TAG_NAME] = nc.status.node_name
-        await self.tagger.tag_instance(nc.status.provider_id, tags)
+        tags[TAG_NAME] = status.node_name
+        try:
+            await self.tagger.tag_instance(status.provider_id, tags)
+        except NodeClaimNotFoundError:
+            # The instance is gone: garbage collection removes the NodeClaim; retrying the
+            # tags would only fail again.
+            log.info("instance to tag not found", extra={"nodeclaim": key})
+            return None
         try:
             await self.client.patch(
                 NODECLAIMS, key, {"metadata": {"annotations": {ANNOTATION_TAGGED: "true"}}}

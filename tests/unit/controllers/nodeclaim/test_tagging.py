@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 
+from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.controllers.nodeclaim.tagging import ANNOTATION_TAGGED, NodeClaimTagging
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.model.api.nodeclaim import NodeClaim
@@ -46,12 +47,15 @@ def claim(
 
 
 class FakeTagger:
-    def __init__(self, failures: int = 0) -> None:
+    def __init__(self, failures: int = 0, *, gone: bool = False) -> None:
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.failures = failures
+        self.gone = gone
 
     async def tag_instance(self, provider_id: str, tags: dict[str, str]) -> None:
         self.calls.append((provider_id, dict(tags)))
+        if self.gone:
+            raise NodeClaimNotFoundError(f"instance {provider_id} not found")
         if self.failures > 0:
             self.failures -= 1
             raise RuntimeError("ec2 CreateTags: RequestLimitExceeded")
@@ -93,17 +97,8 @@ CASES: list[tuple[str, NodeClaim | None, list[tuple[str, dict[str, str]]], bool]
         ],
         True,
     ),
-    (
-        "registered without a node name yet: no Name tag",
-        claim(node=""),
-        [
-            (
-                PID,
-                {"karpenter.sh/nodeclaim": "default-abcde", "eks:eks-cluster-name": "test-cluster"},
-            )
-        ],
-        True,
-    ),
+    # Registration writes the node name with the condition; without it there is no Name yet.
+    ("registered without a node name yet", claim(node=""), [], False),
     ("unknown NodeClaim", None, [], False),
     ("not registered", claim(registered=False), [], False),
     ("registered but no provider ID", claim(pid=""), [], False),
@@ -165,6 +160,15 @@ async def test_a_tagger_failure_raises_and_leaves_the_annotation_unset() -> None
     assert await tagging.reconcile("default-abcde") is None
     assert len(tagger.calls) == 2
     assert client.patches == [("nodeclaims", "default-abcde", TAGGED_PATCH)]
+
+
+async def test_a_vanished_instance_is_left_to_garbage_collection() -> None:
+    # Not retried (it would fail forever) and not marked tagged.
+    cluster, tagger, client = Cluster(), FakeTagger(gone=True), FakeClient()
+    cluster.upsert_nodeclaim(claim())
+    assert await controller(cluster, tagger, client).reconcile("default-abcde") is None
+    assert [pid for pid, _ in tagger.calls] == [PID]
+    assert client.patches == []
 
 
 async def test_nodeclaim_deleted_before_the_patch_is_not_an_error() -> None:
