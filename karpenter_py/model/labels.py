@@ -101,6 +101,11 @@ AWS_LABEL_TOPOLOGY_ZONE_ID: Final = "topology.k8s.aws/zone-id"
 AWS_LABEL_EC2NODECLASS: Final = "karpenter.k8s.aws/ec2nodeclass"
 AWS_ANNOTATION_EC2NODECLASS_HASH: Final = "karpenter.k8s.aws/ec2nodeclass-hash"
 AWS_ANNOTATION_EC2NODECLASS_HASH_VERSION: Final = "karpenter.k8s.aws/ec2nodeclass-hash-version"
+# --- AWS resource tags Karpenter writes (instances, volumes, fleets, templates, profiles)
+TAG_EKS_CLUSTER_NAME: Final = "eks:eks-cluster-name"
+TAG_NODECLAIM: Final = "karpenter.sh/nodeclaim"
+TAG_NAME: Final = "Name"
+AWS_TAG_CLUSTER: Final = "karpenter.k8s.aws/cluster"
 
 # --- KWOK provider labels
 KWOK_LABEL_INSTANCE_SIZE: Final = "karpenter.kwok.sh/instance-size"

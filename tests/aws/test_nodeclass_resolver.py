@@ -12,8 +12,8 @@ from botocore.exceptions import ClientError
 
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.aws.clients import AwsClients
-from karpenter_py.cloudprovider.aws.launchtemplates import TAG_CLUSTER
 from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver
+from karpenter_py.model.labels import AWS_TAG_CLUSTER
 from tests.aws.amiseed import seed_al2023, seed_image
 from tests.aws.nodeclasses import ec2nodeclass
 from tests.motofixture import CLUSTER, Network, seed_network
@@ -103,7 +103,7 @@ async def test_cleanup_deletes_templates_and_profile(
                 {
                     "ResourceType": "launch-template",
                     "Tags": [
-                        {"Key": TAG_CLUSTER, "Value": CLUSTER},
+                        {"Key": AWS_TAG_CLUSTER, "Value": CLUSTER},
                         {"Key": "karpenter.k8s.aws/ec2nodeclass", "Value": owner},
                     ],
                 }

@@ -293,6 +293,29 @@ async def test_create_returns_the_launched_nodeclaim(world: World, capacity_type
     assert claim.status.provider_id == ""  # the input is not mutated
 
 
+async def test_create_puts_the_class_tags_on_instance_and_volumes(world: World) -> None:
+    world.stack.nodeclasses.upsert(
+        await nodeclass_dict(
+            world.aws, world.net, world.ami, tags={"team": "a", "Name": "custom-name"}
+        )
+    )
+    out = await world.provider.create(nodeclaim())
+    (raw,) = await _instances_of(world.aws, out.name)
+    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}
+    assert (tags["team"], tags["Name"], tags["karpenter.sh/nodepool"]) == (
+        "a",
+        "custom-name",
+        "default",
+    )
+    # The tagging controller's Name does not replace the one the user chose.
+    await world.provider.tag_instance(
+        out.status.provider_id, {"Name": "ip-10-0-16-5.us-west-2.compute.internal", "x": "y"}
+    )
+    (raw,) = await _instances_of(world.aws, out.name)
+    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}
+    assert (tags["Name"], tags["x"]) == ("custom-name", "y")
+
+
 async def test_create_twice_adopts_the_first_instance(world: World) -> None:
     claim = nodeclaim()
     first = await world.provider.create(claim)
@@ -494,6 +517,9 @@ async def test_tag_instance_writes_tags(world: World) -> None:
     )
     with pytest.raises(NodeClaimNotFoundError):
         await world.provider.tag_instance("not-an-aws-id", {"a": "b"})
+    await world.provider.delete(out)
+    with pytest.raises(NodeClaimNotFoundError):
+        await world.provider.tag_instance(out.status.provider_id, {"a": "b"})
 
 
 async def test_offerings_failed_forwards_to_mark_unavailable(world: World) -> None:

@@ -16,14 +16,13 @@ import pytest
 
 from karpenter_py.aio.clock import RealClock
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code
-from karpenter_py.cloudprovider.aws.launchtemplates import TAG_CLUSTER
 from karpenter_py.cloudprovider.aws.nodeclass import NodeClassResolver
 from karpenter_py.controllers.nodeclass import KubernetesVersion, NodeClassStatus
 from karpenter_py.informer import CallbackSink, KubeListWatch, Reflector
 from karpenter_py.kube import EC2NODECLASSES, NODECLAIMS, KubeClient, NotFoundError, PatchType
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
-from karpenter_py.model.labels import AWS_GROUP
+from karpenter_py.model.labels import AWS_GROUP, AWS_TAG_CLUSTER
 from karpenter_py.state.ingest import NodeClassSink
 from tests.aws.amiseed import seed_al2023, seed_image
 from tests.cluster.harness import (
@@ -225,7 +224,7 @@ async def test_deletion_waits_for_nodeclaims_then_cleans_up(
                 {
                     "ResourceType": "launch-template",
                     "Tags": [
-                        {"Key": TAG_CLUSTER, "Value": CLUSTER},
+                        {"Key": AWS_TAG_CLUSTER, "Value": CLUSTER},
                         {"Key": "karpenter.k8s.aws/ec2nodeclass", "Value": name},
                     ],
                 }

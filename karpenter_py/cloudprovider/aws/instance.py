@@ -42,15 +42,15 @@ from karpenter_py.model.labels import (
     LABEL_CAPACITY_TYPE,
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_ZONE,
+    TAG_EKS_CLUSTER_NAME,
+    TAG_NODECLAIM,
 )
 from karpenter_py.scheduling.requirements import Requirements
 
 log = logging.getLogger("karpenter.aws.instance")
 
 PROVIDER_ID_PREFIX: Final = "aws:///"
-TAG_NODECLAIM: Final = "karpenter.sh/nodeclaim"
 TAG_NAME: Final = "Name"
-TAG_EKS_CLUSTER: Final = "eks:eks-cluster-name"
 # Tags that differ per NodeClaim: kept out of the CreateFleet batch key, written by CreateTags.
 PER_CLAIM_TAGS: Final = frozenset({TAG_NODECLAIM, TAG_NAME})
 LIVE_STATES: Final = ("pending", "running", "stopping", "stopped", "shutting-down")
@@ -348,7 +348,7 @@ class InstanceProvider:
             "Reservations",
             Filters=[
                 {"Name": "tag-key", "Values": [LABEL_NODEPOOL]},
-                {"Name": f"tag:{TAG_EKS_CLUSTER}", "Values": [self._cluster.name]},
+                {"Name": f"tag:{TAG_EKS_CLUSTER_NAME}", "Values": [self._cluster.name]},
                 {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
             ],
         )
@@ -362,7 +362,7 @@ class InstanceProvider:
             "describe_instances",
             "Reservations",
             Filters=[
-                {"Name": f"tag:{TAG_EKS_CLUSTER}", "Values": [self._cluster.name]},
+                {"Name": f"tag:{TAG_EKS_CLUSTER_NAME}", "Values": [self._cluster.name]},
                 {"Name": "tag:karpenter.sh/nodeclaim", "Values": [nodeclaim_name]},
                 {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
             ],

@@ -27,11 +27,14 @@ from typing import Any, Final
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
-from karpenter_py.model.labels import AWS_LABEL_EC2NODECLASS, LABEL_TOPOLOGY_REGION
+from karpenter_py.model.labels import (
+    AWS_LABEL_EC2NODECLASS,
+    LABEL_TOPOLOGY_REGION,
+    TAG_EKS_CLUSTER_NAME,
+)
 
 log = logging.getLogger("karpenter.aws.instanceprofiles")
 
-TAG_CLUSTER_NAME: Final = "eks:eks-cluster-name"
 TAG_MANAGED_BY: Final = "karpenter.sh/managed-by"
 CLUSTER_TAG_PREFIX: Final = "kubernetes.io/cluster/"
 EXISTENCE_TTL: Final = 15 * 60.0
@@ -56,7 +59,7 @@ def profile_tags(cluster: str, region: str, nodeclass: EC2NodeClass) -> dict[str
     tags = dict(nodeclass.spec.tags or {})
     tags.update(
         {
-            TAG_CLUSTER_NAME: cluster,
+            TAG_EKS_CLUSTER_NAME: cluster,
             f"{CLUSTER_TAG_PREFIX}{cluster}": "owned",
             TAG_MANAGED_BY: cluster,
             AWS_LABEL_EC2NODECLASS: nodeclass.metadata.name,
@@ -169,7 +172,7 @@ class InstanceProfiles:
         tags = _tags_of(profile)
         ours = (
             tags.get(AWS_LABEL_EC2NODECLASS) == nodeclass.metadata.name
-            and tags.get(TAG_CLUSTER_NAME) == self.cluster
+            and tags.get(TAG_EKS_CLUSTER_NAME) == self.cluster
         )
         if not ours:
             log.warning(

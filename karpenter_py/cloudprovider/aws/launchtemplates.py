@@ -35,15 +35,15 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import (
     AWS_LABEL_EC2NODECLASS,
+    AWS_TAG_CLUSTER,
     LABEL_CAPACITY_TYPE,
+    TAG_EKS_CLUSTER_NAME,
     TAINT_UNREGISTERED_KEY,
 )
 
 log = logging.getLogger("karpenter.aws.launchtemplates")
 
 NAME_PREFIX: Final = "karpenter.k8s.aws/"
-TAG_CLUSTER: Final = "karpenter.k8s.aws/cluster"
-TAG_EKS_CLUSTER: Final = "eks:eks-cluster-name"
 ALREADY_EXISTS: Final = "InvalidLaunchTemplateName.AlreadyExistsException"
 NOT_FOUND_CODES: Final = frozenset(
     {
@@ -143,9 +143,9 @@ def template_tags(cluster_name: str, nodeclass: EC2NodeClass) -> dict[str, str]:
     tags = dict(nodeclass.spec.tags or {})
     tags.update(
         {
-            TAG_CLUSTER: cluster_name,
+            AWS_TAG_CLUSTER: cluster_name,
             AWS_LABEL_EC2NODECLASS: nodeclass.metadata.name,
-            TAG_EKS_CLUSTER: cluster_name,
+            TAG_EKS_CLUSTER_NAME: cluster_name,
         }
     )
     return tags
@@ -332,7 +332,7 @@ async def delete_launch_templates(
         "describe_launch_templates",
         "LaunchTemplates",
         Filters=[
-            {"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster_name]},
+            {"Name": f"tag:{AWS_TAG_CLUSTER}", "Values": [cluster_name]},
             {"Name": f"tag:{AWS_LABEL_EC2NODECLASS}", "Values": [nodeclass_name]},
         ],
     )

@@ -33,7 +33,6 @@ from karpenter_py.cloudprovider.aws.amis import (
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error
 from karpenter_py.cloudprovider.aws.instanceprofiles import (
     CLUSTER_TAG_PREFIX,
-    TAG_CLUSTER_NAME,
     InstanceProfileNotFoundError,
     InstanceProfiles,
 )
@@ -51,7 +50,7 @@ from karpenter_py.model.api.ec2nodeclass import (
     SecurityGroup,
     Subnet,
 )
-from karpenter_py.model.labels import AWS_LABEL_EC2NODECLASS, LABEL_ARCH
+from karpenter_py.model.labels import AWS_LABEL_EC2NODECLASS, LABEL_ARCH, TAG_EKS_CLUSTER_NAME
 
 log = logging.getLogger("karpenter.aws.nodeclass")
 
@@ -110,7 +109,7 @@ def launch_tags(cluster: str, nodeclass: EC2NodeClass) -> dict[str, str]:
     tags.update(
         {
             f"{CLUSTER_TAG_PREFIX}{cluster}": "owned",
-            TAG_CLUSTER_NAME: cluster,
+            TAG_EKS_CLUSTER_NAME: cluster,
             AWS_LABEL_EC2NODECLASS: nodeclass.metadata.name,
         }
     )

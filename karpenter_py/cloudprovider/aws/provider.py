@@ -49,14 +49,14 @@ from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_REGION,
     LABEL_TOPOLOGY_ZONE,
+    TAG_EKS_CLUSTER_NAME,
+    TAG_NODECLAIM,
 )
 from karpenter_py.model.quantity import format_resources
 
 log = logging.getLogger("karpenter.aws.provider")
 
 OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
-TAG_NODECLAIM = "karpenter.sh/nodeclaim"
-TAG_CLUSTER_NAME = "eks:eks-cluster-name"
 Raw = Mapping[str, object]
 
 
@@ -143,7 +143,10 @@ class AwsCloudProvider:
                 f"no instance type of nodeclaim {nodeclaim.name} has an available offering",
             )
         instance = await self.instances.create(
-            nodeclass, nodeclaim, [with_offerings(c) for c in chosen], self._tags(nodeclaim)
+            nodeclass,
+            nodeclaim,
+            [with_offerings(c) for c in chosen],
+            self._tags(nodeclaim, nodeclass),
         )
         return self._launched(nodeclaim, nodeclass, instance, types)
 
@@ -173,8 +176,12 @@ class AwsCloudProvider:
         return drift_reason(nodeclaim, nodeclass, instance)
 
     async def tag_instance(self, provider_id: str, tags: dict[str, str]) -> None:
-        """``nodeclaim.tagging``'s port: tag the instance behind ``provider_id``."""
-        await self.instances.tag(_instance_id(provider_id), tags)
+        """``nodeclaim.tagging``'s port: add those of ``tags`` the instance behind
+        ``provider_id`` does not carry yet, so a ``Name`` from the class's ``spec.tags`` stays.
+        ``NodeClaimNotFoundError`` when the instance is gone (or terminated)."""
+        instance_id = _instance_id(provider_id)
+        current = (await self.instances.get(instance_id)).tags
+        await self.instances.tag(instance_id, {k: v for k, v in tags.items() if k not in current})
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         # Upstream AWS: an unready node for 30 min, and the EKS node monitoring agent's
@@ -213,12 +220,14 @@ class AwsCloudProvider:
     async def _launched_for(self, nodeclaim_name: str) -> Instance | None:
         return await self.instances.find(nodeclaim_name)
 
-    def _tags(self, nodeclaim: NodeClaim) -> dict[str, str]:
-        """Tags on the instance, its volumes and the fleet (upstream's set)."""
+    def _tags(self, nodeclaim: NodeClaim, nodeclass: EC2NodeClass) -> dict[str, str]:
+        """Tags on the instance, its volumes and the fleet: the class's ``spec.tags`` under
+        Karpenter's own (upstream's set; ours win, though validation keeps them apart)."""
         ref = nodeclaim.spec.node_class_ref
         return {
+            **(nodeclass.spec.tags or {}),
             f"kubernetes.io/cluster/{self.cluster.name}": "owned",
-            TAG_CLUSTER_NAME: self.cluster.name,
+            TAG_EKS_CLUSTER_NAME: self.cluster.name,
             LABEL_NODEPOOL: nodeclaim.metadata.labels.get(LABEL_NODEPOOL, ""),
             AWS_LABEL_EC2NODECLASS: ref.name,
             TAG_NODECLAIM: nodeclaim.name,

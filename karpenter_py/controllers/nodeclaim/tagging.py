@@ -18,15 +18,13 @@ from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import CONDITION_REGISTERED
+from karpenter_py.model.labels import TAG_EKS_CLUSTER_NAME, TAG_NAME, TAG_NODECLAIM
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.tagging")
 
 ANNOTATION_TAGGED = "karpenter.k8s.aws/tagged"
-TAG_NAME = "Name"
-TAG_NODECLAIM = "karpenter.sh/nodeclaim"
-TAG_CLUSTER_NAME = "eks:eks-cluster-name"
 
 
 class InstanceTagger(Protocol):
@@ -80,7 +78,7 @@ class NodeClaimTagging:
             or not status.node_name
         ):
             return None  # the next NodeClaim update (registration) brings it back
-        tags = {TAG_NODECLAIM: key, TAG_CLUSTER_NAME: self.cluster_name}
+        tags = {TAG_NODECLAIM: key, TAG_EKS_CLUSTER_NAME: self.cluster_name}
         tags[TAG_NAME] = status.node_name
         try:
             await self.tagger.tag_instance(status.provider_id, tags)
