@@ -8,17 +8,17 @@ from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from tests.motofixture import CLUSTER, DISCOVERY_TAG
 
 
-def ec2nodeclass(
+def ec2nodeclass_doc(
     name: str = "default",
     *,
-    uid: str = "6f1c1a52-0000-4000-8000-000000000001",
     role: str | None = "KarpenterNodeRole-test",
     instance_profile: str | None = None,
     alias: str = "al2023@latest",
     discovery: str = CLUSTER,
     tags: dict[str, str] | None = None,
     **spec: Any,
-) -> EC2NodeClass:
+) -> dict[str, Any]:
+    """The manifest a user applies (no uid, no status)."""
     body: dict[str, Any] = {
         "subnetSelectorTerms": [{"tags": {DISCOVERY_TAG: discovery}}],
         "securityGroupSelectorTerms": [{"tags": {DISCOVERY_TAG: discovery}}],
@@ -31,11 +31,20 @@ def ec2nodeclass(
         body["instanceProfile"] = instance_profile
     if tags:
         body["tags"] = tags
-    return EC2NodeClass.model_validate(
-        {
-            "apiVersion": "karpenter.k8s.aws/v1",
-            "kind": "EC2NodeClass",
-            "metadata": {"name": name, "uid": uid},
-            "spec": body,
-        }
-    )
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def ec2nodeclass(
+    name: str = "default",
+    *,
+    uid: str = "6f1c1a52-0000-4000-8000-000000000001",
+    **kw: Any,
+) -> EC2NodeClass:
+    doc = ec2nodeclass_doc(name, **kw)
+    doc["metadata"]["uid"] = uid
+    return EC2NodeClass.model_validate(doc)

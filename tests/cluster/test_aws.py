@@ -35,17 +35,16 @@ from karpenter_py.kube import (
 )
 from karpenter_py.manager.app import App
 from karpenter_py.manager.aws import AwsStack, open_aws
-from karpenter_py.manager.settings import load_settings
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.scheduler import solve
 from tests.aws.amiseed import seed_al2023, seed_image
 from tests.aws.fleetfaults import insufficient_capacity
+from tests.aws.nodeclasses import ec2nodeclass_doc
 from tests.cluster.awskubelet import FakeKubelet, running_kubelet
 from tests.cluster.harness import (
     claims_of,
     eventually,
-    free_port,
     is_true,
     namespace,
     prepared_client,
@@ -53,7 +52,7 @@ from tests.cluster.harness import (
     running_pods,
     unique,
 )
-from tests.cluster.test_controller import deployment
+from tests.cluster.test_controller import deployment, settings
 from tests.clusterfixture import ClusterHandle
 from tests.motofixture import CLUSTER, REGION, MotoServer, seed_network
 
@@ -70,35 +69,19 @@ async def client(cluster: ClusterHandle) -> AsyncIterator[KubeClient]:
 
 
 def aws_settings(**env: str) -> Any:
-    base = {
+    aws = {
         "CLOUD_PROVIDER": "aws",
         "CLUSTER_NAME": CLUSTER,
         "CLUSTER_ENDPOINT": "https://test-cluster.eks.example.com",
         "CLUSTER_CA_BUNDLE": "dGVzdA==",
         "INTERRUPTION_QUEUE": QUEUE,
-        "HEALTH_PROBE_PORT": str(free_port()),
-        "METRICS_PORT": str(free_port()),
-        "BATCH_IDLE_DURATION": "500ms",
-        "BATCH_MAX_DURATION": "3s",
-        "DISABLE_LEADER_ELECTION": "true",
-        "LEADER_ELECTION_NAMESPACE": "default",
     }
-    return load_settings([], {**base, **env})
+    return settings(**{**aws, **env})
 
 
 def ec2nodeclass(name: str) -> dict[str, Any]:
     """The getting-started guide's EC2NodeClass, unchanged but for the names."""
-    return {
-        "apiVersion": "karpenter.k8s.aws/v1",
-        "kind": "EC2NodeClass",
-        "metadata": {"name": name},
-        "spec": {
-            "role": ROLE,
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
-        },
-    }
+    return ec2nodeclass_doc(name, role=ROLE)
 
 
 def aws_pool(name: str, nodeclass: str, capacity_types: tuple[str, ...] = ("on-demand",)) -> Any:

@@ -25,6 +25,7 @@ from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.labels import AWS_GROUP, AWS_TAG_CLUSTER
 from karpenter_py.state.ingest import NodeClassSink
 from tests.aws.amiseed import seed_al2023, seed_image
+from tests.aws.nodeclasses import ec2nodeclass_doc
 from tests.cluster.harness import (
     Harness,
     condition,
@@ -60,17 +61,11 @@ class World:
 
 
 def ec2nodeclass(name: str, *, subnet_discovery: str = CLUSTER) -> dict[str, Any]:
-    return {
-        "apiVersion": "karpenter.k8s.aws/v1",
-        "kind": "EC2NodeClass",
-        "metadata": {"name": name},
-        "spec": {
-            "role": ROLE,
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {DISCOVERY_TAG: subnet_discovery}}],
-            "securityGroupSelectorTerms": [{"tags": {DISCOVERY_TAG: CLUSTER}}],
-        },
-    }
+    return ec2nodeclass_doc(
+        name,
+        role=ROLE,
+        subnetSelectorTerms=[{"tags": {DISCOVERY_TAG: subnet_discovery}}],
+    )
 
 
 @contextlib.asynccontextmanager
