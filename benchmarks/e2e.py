@@ -468,6 +468,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def controller_env(kubeconfig: Path, extra: Mapping[str, str]) -> dict[str, str]:
+    """The controller subprocess's environment: single replica, free ports, info logs."""
+    return dict(
+        os.environ,
+        KUBECONFIG=str(kubeconfig),
+        DISABLE_LEADER_ELECTION="true",
+        HEALTH_PROBE_PORT=str(free_port()),
+        METRICS_PORT=str(free_port()),
+        LOG_LEVEL="info",
+        **extra,
+    )
+
+
+def stop_controller(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def start_controller(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
@@ -518,14 +539,8 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
                 await install_crds(client)
                 await client.create(EC2NODECLASSES, world.nodeclass())
                 await client.create(NODEPOOLS, aws_nodepool())
-            env = dict(
-                os.environ,
-                KUBECONFIG=str(cluster.kubeconfig_path),
-                DISABLE_LEADER_ELECTION="true",
-                HEALTH_PROBE_PORT=str(free_port()),
-                METRICS_PORT=str(free_port()),
-                LOG_LEVEL="info",
-                **(world.controller_env() if world is not None else {}),
+            env = controller_env(
+                cluster.kubeconfig_path, world.controller_env() if world is not None else {}
             )
             proc = await asyncio.to_thread(start_controller, env, state / "controller.log")
             sampler = ProcSampler(proc.pid)
@@ -561,11 +576,7 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
             return result
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_controller(proc)
         cluster.stop()
         if not args.keep:
             shutil.rmtree(state, ignore_errors=True)

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -38,9 +36,10 @@ from benchmarks.e2e import (
     NODEPOOLS,
     LocalCluster,
     ProcSampler,
-    free_port,
+    controller_env,
     install_crds,
     start_controller,
+    stop_controller,
     wait_nodeclass_ready,
 )
 from karpenter_py.kube.client import KubeClient
@@ -190,15 +189,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await install_crds(client)
             await client.create(EC2NODECLASSES, world.nodeclass())
             await client.create(NODEPOOLS, spot_pool())
-            env = dict(
-                os.environ,
-                KUBECONFIG=str(cluster.kubeconfig_path),
-                DISABLE_LEADER_ELECTION="true",
-                HEALTH_PROBE_PORT=str(free_port()),
-                METRICS_PORT=str(free_port()),
-                LOG_LEVEL="info",
-                **world.controller_env(),
-            )
+            env = controller_env(cluster.kubeconfig_path, world.controller_env())
             proc = await asyncio.to_thread(start_controller, env, state / "controller.log")
             sampler = ProcSampler(proc.pid)
             await wait_nodeclass_ready(client)
@@ -212,11 +203,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             return result
     finally:
         if proc is not None:
-            proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-            if proc.poll() is None:
-                proc.kill()
+            stop_controller(proc)
         cluster.stop()
         if not args.keep:
             shutil.rmtree(state, ignore_errors=True)
