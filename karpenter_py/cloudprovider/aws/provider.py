@@ -49,14 +49,14 @@ from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_REGION,
     LABEL_TOPOLOGY_ZONE,
+    TAG_EKS_CLUSTER_NAME,
+    TAG_NODECLAIM,
 )
 from karpenter_py.model.quantity import format_resources
 
 log = logging.getLogger("karpenter.aws.provider")
 
 OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
-TAG_NODECLAIM = "karpenter.sh/nodeclaim"
-TAG_CLUSTER_NAME = "eks:eks-cluster-name"
 Raw = Mapping[str, object]
 
 
@@ -227,7 +227,7 @@ class AwsCloudProvider:
         return {
             **(nodeclass.spec.tags or {}),
             f"kubernetes.io/cluster/{self.cluster.name}": "owned",
-            TAG_CLUSTER_NAME: self.cluster.name,
+            TAG_EKS_CLUSTER_NAME: self.cluster.name,
             LABEL_NODEPOOL: nodeclaim.metadata.labels.get(LABEL_NODEPOOL, ""),
             AWS_LABEL_EC2NODECLASS: ref.name,
             TAG_NODECLAIM: nodeclaim.name,
