@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from karpenter_py.cloudprovider.aws.clients import (
     AwsClients,
     AwsConfigError,
-    error_code,
-    is_aws_error,
     resolve_region,
 )
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo, ClusterInfoError, resolve_cluster
@@ -26,7 +24,7 @@ from karpenter_py.cloudprovider.aws.instancetypes import InstanceTypeProvider
 from karpenter_py.cloudprovider.aws.launchtemplates import LaunchTemplateProvider
 from karpenter_py.cloudprovider.aws.pricing import PricingProvider
 from karpenter_py.cloudprovider.aws.provider import AwsCloudProvider, NodeClassStore
-from karpenter_py.cloudprovider.aws.sqs import InterruptionQueue
+from karpenter_py.cloudprovider.aws.sqs import InterruptionQueue, QueueError
 from karpenter_py.manager.settings import Settings, SettingsError
 
 log = logging.getLogger("karpenter.manager.aws")
@@ -69,12 +67,10 @@ async def open_aws(
             queue = InterruptionQueue(clients, settings.interruption_queue)
             try:
                 await queue.url()
-            except Exception as e:
-                if not is_aws_error(e) and not isinstance(e, LookupError):
-                    raise
+            except QueueError as e:  # every AWS failure of the lookup comes as one
                 raise SettingsError(
                     f"INTERRUPTION_QUEUE={settings.interruption_queue!r}: cannot resolve the "
-                    f"queue URL ({error_code(e) or e})"
+                    f"queue URL ({e})"
                 ) from e
         pricing = PricingProvider(clients, isolated_vpc=settings.isolated_vpc)
         instance_types = InstanceTypeProvider(
