@@ -7,6 +7,10 @@ every new node) and Nodes with the pods bound to them (existing capacity).
 Kinds and what happens to them:
 
 * ``NodePool`` (karpenter.sh/v1): validated by the pydantic API model, becomes a pool template.
+* v1beta1 ``NodePool``/``NodeClaim`` (karpenter.sh/v1beta1) and ``EC2NodeClass``
+  (karpenter.k8s.aws/v1beta1), as older guides write them: validated as v1beta1, converted to v1
+  by ``karpenter_py.model.api.convert`` (as the conversion webhook converts them) and then read as
+  v1 objects; one warning per converted object says what changed.
 * ``Pod`` (v1): pending (no ``spec.nodeName``) pods are planned; bound pods use their Node's
   capacity. Finished pods (Succeeded/Failed) are skipped, as are unbound pods that are being
   deleted or that others place (DaemonSet-owned, mirror pods).
@@ -67,6 +71,7 @@ from typing import Final, TypeVar, cast
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from karpenter_py.model.api import convert, v1beta1
 from karpenter_py.model.api.common import Taint as ApiTaint
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
@@ -157,9 +162,9 @@ API_VERSIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "StatefulSet": ("apps/v1",),
     "DaemonSet": ("apps/v1",),
     "Job": ("batch/v1",),
-    "NodePool": ("karpenter.sh/v1",),
-    "NodeClaim": ("karpenter.sh/v1",),
-    "EC2NodeClass": ("karpenter.k8s.aws/v1",),
+    "NodePool": ("karpenter.sh/v1", "karpenter.sh/v1beta1"),
+    "NodeClaim": ("karpenter.sh/v1", "karpenter.sh/v1beta1"),
+    "EC2NodeClass": ("karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"),
     "KWOKNodeClass": ("karpenter.kwok.sh/v1alpha1",),
     "PersistentVolumeClaim": ("v1",),
     "PersistentVolume": ("v1",),
@@ -794,10 +799,35 @@ def _read_document(col: _Collector, file: str, index: int, raw: object, prefix: 
         raise source.error(
             f"{kind} is served as {' or '.join(versions)}, not {api_version!r}", "apiVersion"
         )
+    if api_version in _V1BETA1_MODELS:
+        doc = _converted_v1beta1(col, doc, source, str(api_version))
     try:
         _READERS[kind](col, doc, source)
     except ParseError as err:
         raise source.error(err.message, err.path) from None
+
+
+_V1BETA1_MODELS: Final[Mapping[str, Mapping[str, type[BaseModel]]]] = {
+    "karpenter.sh/v1beta1": {"NodePool": v1beta1.NodePool, "NodeClaim": v1beta1.NodeClaim},
+    "karpenter.k8s.aws/v1beta1": {"EC2NodeClass": v1beta1.EC2NodeClass},
+}
+
+
+def _converted_v1beta1(col: _Collector, doc: JSON, source: Source, api_version: str) -> JSON:
+    """A v1beta1 object validated as v1beta1, then in its v1 form, with one warning saying
+    what the conversion changed (the webhook converts the same way)."""
+    try:
+        _V1BETA1_MODELS[api_version][source.kind].model_validate(doc)
+        converted = convert.to_v1(doc)
+    except ValidationError as err:
+        raise validation_error(source, err) from None
+    except convert.ConversionError as err:
+        raise source.error(str(err)) from None
+    col.warnings.append(
+        f"{source.describe()}: {source.kind} {api_version} converted to v1: "
+        + "; ".join(converted.changes[1:] or ("no other change",))
+    )
+    return converted.object
 
 
 def _read_list(col: _Collector, doc: JSON, source: Source) -> None:

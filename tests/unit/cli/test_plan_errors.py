@@ -48,7 +48,7 @@ CASES = [
     ),
     (
         "old-nodepool-version",
-        [{**nodepool("old"), "apiVersion": "karpenter.sh/v1beta1"}],
+        [{**nodepool("old"), "apiVersion": "karpenter.sh/v1alpha5"}],
         2,
         ["(NodePool old)", "apiVersion:"],
     ),

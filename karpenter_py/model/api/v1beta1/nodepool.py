@@ -1,0 +1,93 @@
+"""NodePool, ``karpenter.sh/v1beta1``, as Karpenter's v0.3x releases served it.
+
+Differences from v1: ``disruption`` holds ``expireAfter`` and offers the policies WhenEmpty and
+WhenUnderutilized; the template carries ``kubelet`` and (ignored) ``resources``; ``nodeClassRef``
+names ``apiVersion``/``kind``/``name`` and may leave the first two out.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+
+from pydantic import ConfigDict, Field
+
+from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra
+from karpenter_py.model.api.common import (
+    DEFAULT_EXPIRE_AFTER,
+    NillableDuration,
+    ResourceList,
+)
+from karpenter_py.model.api.meta import ObjectMeta
+from karpenter_py.model.api.nodepool import (
+    DEFAULT_BUDGET_NODES,
+    Budget,
+    NodeClaimTemplateMetadata,
+    NodePoolStatus,
+)
+from karpenter_py.model.api.v1beta1.common import NodeClaimSpecBase
+
+API_VERSION: Final = "karpenter.sh/v1beta1"
+KIND: Final = "NodePool"
+
+ConsolidationPolicy = Literal["WhenEmpty", "WhenUnderutilized"]
+WHEN_EMPTY: Final = "WhenEmpty"
+WHEN_UNDERUTILIZED: Final = "WhenUnderutilized"
+
+
+class NodeClaimTemplate(KubeModel):
+    """The template every NodeClaim of the pool is made from."""
+
+    metadata: NodeClaimTemplateMetadata = Field(default_factory=NodeClaimTemplateMetadata)
+    spec: NodeClaimSpecBase
+
+
+def _default_budgets() -> list[Budget]:
+    return [Budget(nodes=DEFAULT_BUDGET_NODES)]
+
+
+class Disruption(KubeModel):
+    """How and when Karpenter may disrupt the pool's nodes (v1beta1 layout)."""
+
+    model_config = ConfigDict()
+
+    consolidate_after: NillableDuration | None = Field(default=None, alias="consolidateAfter")
+    """How long a node must be empty before it is consolidated (WhenEmpty)."""
+    consolidation_policy: Annotated[
+        ConsolidationPolicy, SchemaExtra({CRD_DEFAULT: WHEN_UNDERUTILIZED})
+    ] = Field(default=WHEN_UNDERUTILIZED, alias="consolidationPolicy")
+    """Which nodes consolidation may act on: WhenEmpty or WhenUnderutilized."""
+    expire_after: Annotated[NillableDuration, SchemaExtra({CRD_DEFAULT: DEFAULT_EXPIRE_AFTER})] = (
+        Field(default=DEFAULT_EXPIRE_AFTER, alias="expireAfter")
+    )
+    """How long a node may live before it is replaced ('Never' to keep it)."""
+    budgets: Annotated[
+        list[Budget],
+        Field(max_length=50),
+        SchemaExtra({CRD_DEFAULT: [{"nodes": DEFAULT_BUDGET_NODES}]}),
+    ] = Field(default_factory=_default_budgets)
+    """Disruption budgets; the most restrictive active one wins."""
+
+
+class NodePoolSpec(KubeModel):
+    """What the pool may launch and how its nodes are disrupted."""
+
+    template: NodeClaimTemplate
+    """Template for the NodeClaims the pool launches."""
+    disruption: Annotated[
+        Disruption, SchemaExtra({CRD_DEFAULT: {"consolidationPolicy": WHEN_UNDERUTILIZED}})
+    ] = Field(default_factory=Disruption)
+    """Disruption settings."""
+    limits: ResourceList | None = None
+    """Upper bounds on the pool's total capacity."""
+    weight: Annotated[int, Field(ge=1, le=100), SchemaExtra({"format": "int32"})] | None = None
+    """Priority among NodePools (1-100, higher first)."""
+
+
+class NodePool(KubeModel):
+    """NodePool, karpenter.sh/v1beta1 (served for older manifests; stored as v1)."""
+
+    api_version: Literal["karpenter.sh/v1beta1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["NodePool"] = KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: NodePoolSpec
+    status: NodePoolStatus = Field(default_factory=NodePoolStatus)
