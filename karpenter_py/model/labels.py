@@ -180,14 +180,12 @@ WELL_KNOWN_LABELS: Final = frozenset(
     }
 )
 
-# Domains users may not set labels/requirements in (NodePool CEL + runtime validation).
-RESTRICTED_LABEL_DOMAINS: Final = ("kubernetes.io", "k8s.io", "karpenter.sh")
-# Exceptions: sub-domains or keys in restricted domains users may still use.
-LABEL_DOMAIN_EXCEPTIONS: Final = (
-    "kops.k8s.io",
-    "node.kubernetes.io",
-    "node-restriction.kubernetes.io",
-)
+# Domains users may not set labels/requirements in (NodePool CEL + runtime validation), apart
+# from the well-known keys there. Upstream used to restrict kubernetes.io and k8s.io (and their
+# sub-domains) too; it no longer does, so e.g. node-role.kubernetes.io/worker or
+# example.k8s.io/team may be NodePool labels. Labels the kubelet may not set on its own Node are
+# applied after registration (cloudprovider/aws/userdata.py decides which go on --node-labels).
+RESTRICTED_LABEL_DOMAINS: Final = ("karpenter.sh",)
 RESTRICTED_LABELS: Final = frozenset({LABEL_NODEPOOL, LABEL_HOSTNAME})
 
 # Beta labels normalised to their GA names in requirements (pkg/apis/v1/labels.go NormalizedLabels).

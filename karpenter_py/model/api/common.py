@@ -34,7 +34,6 @@ from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra, Tim
 from karpenter_py.model.labels import (
     AWS_GROUP,
     AWS_LABEL_EC2NODECLASS,
-    LABEL_DOMAIN_EXCEPTIONS,
     LABEL_HOSTNAME,
     LABEL_NODEPOOL,
     NORMALIZED_LABELS,
@@ -220,10 +219,6 @@ def _allowed_in(domain: str) -> list[str]:
     return sorted(k for k in _ALLOWED_RESTRICTED_KEYS if label_domain(k).endswith(domain))
 
 
-def _exceptions_of(domain: str) -> list[str]:
-    return sorted(e for e in LABEL_DOMAIN_EXCEPTIONS if e.endswith(domain))
-
-
 def restricted_label_problem(key: str, *, allow_nodepool: bool) -> str | None:
     """Why ``key`` may not be used in NodePool labels or requirements, or None.
 
@@ -240,10 +235,8 @@ def restricted_label_problem(key: str, *, allow_nodepool: bool) -> str | None:
     for restricted in LABEL_RESTRICTED_DOMAINS:
         if not domain.endswith(restricted):
             continue
-        if any(domain.endswith(e) for e in _exceptions_of(restricted)):
-            continue
         allowed = ", ".join(
-            _allowed_in(restricted) + [f"*.{e}/*" for e in _exceptions_of(restricted)]
+            k for k in _allowed_in(restricted) if allow_nodepool or k != LABEL_NODEPOOL
         )
         return (
             f'label domain "{restricted}" is restricted ({key!r}); allowed there: {allowed}; '
@@ -265,13 +258,8 @@ def label_key_cel_rules(var: str, *, allow_nodepool: bool) -> list[tuple[str, st
     dom = f'{var}.find("^([^/]+)")'
     rules: list[tuple[str, str]] = []
     for restricted in LABEL_RESTRICTED_DOMAINS:
-        terms = []
-        allowed = _allowed_in(restricted)
-        if allowed:
-            terms.append(f"{var} in {_cel_list(allowed)}")
-        terms.extend(f'{dom}.endsWith("{e}")' for e in _exceptions_of(restricted))
-        terms.append(f'!{dom}.endsWith("{restricted}")')
-        rules.append((" || ".join(terms), f'label domain "{restricted}" is restricted'))
+        rule = f'{var} in {_cel_list(_allowed_in(restricted))} || !{dom}.endsWith("{restricted}")'
+        rules.append((rule, f'label domain "{restricted}" is restricted'))
     if not allow_nodepool:
         rules.append((f'{var} != "{LABEL_NODEPOOL}"', f'label "{LABEL_NODEPOOL}" is restricted'))
     rules.append((f'{var} != "{LABEL_HOSTNAME}"', f'label "{LABEL_HOSTNAME}" is restricted'))

@@ -53,6 +53,21 @@ def test_parse_nillable_duration():
     assert parse_nillable_duration("720h") == timedelta(hours=720)
 
 
+_OWN_DOMAIN = "otherwise use a label in your own domain"
+_KARPENTER_SH_NODEPOOL = (
+    'label domain "karpenter.sh" is restricted ({key!r}); allowed there: '
+    f"karpenter.sh/capacity-type; {_OWN_DOMAIN}"
+)
+_KARPENTER_SH_NODECLAIM = (
+    'label domain "karpenter.sh" is restricted ({key!r}); allowed there: '
+    f"karpenter.sh/capacity-type, karpenter.sh/nodepool; {_OWN_DOMAIN}"
+)
+_NODEPOOL_KEY = (
+    'label "karpenter.sh/nodepool" is restricted: Karpenter sets it to the NodePool name'
+)
+_HOSTNAME_KEY = 'label "kubernetes.io/hostname" is restricted: every node gets its own hostname'
+
+
 @pytest.mark.parametrize(
     ("key", "allow_nodepool", "problem"),
     [
@@ -60,47 +75,76 @@ def test_parse_nillable_duration():
         ("team", False, None),
         ("karpenter.sh/capacity-type", False, None),
         ("karpenter.sh/nodepool", True, None),
-        ("karpenter.sh/nodepool", False, "Karpenter sets it"),
-        ("kubernetes.io/hostname", True, "every node gets its own hostname"),
-        ("karpenter.sh/registered", True, 'label domain "karpenter.sh" is restricted'),
-        ("sub.karpenter.sh/x", True, 'label domain "karpenter.sh" is restricted'),
+        ("karpenter.sh/nodepool", False, _NODEPOOL_KEY),
+        ("kubernetes.io/hostname", True, _HOSTNAME_KEY),
+        ("kubernetes.io/hostname", False, _HOSTNAME_KEY),
+        ("karpenter.sh/registered", True, _KARPENTER_SH_NODECLAIM),
+        ("karpenter.sh/registered", False, _KARPENTER_SH_NODEPOOL),
+        ("sub.karpenter.sh/x", True, _KARPENTER_SH_NODECLAIM),
+        ("karpenter.sh", False, _KARPENTER_SH_NODEPOOL),
         ("topology.kubernetes.io/zone", False, None),
         ("failure-domain.beta.kubernetes.io/zone", False, None),
         ("node.kubernetes.io/anything", False, None),
         ("x.node.kubernetes.io/anything", False, None),
         ("node-restriction.kubernetes.io/team", False, None),
-        ("kubernetes.io/team", False, 'label domain "kubernetes.io" is restricted'),
-        ("k8s.io/team", False, 'label domain "k8s.io" is restricted'),
+        # Upstream no longer restricts kubernetes.io, k8s.io or their sub-domains.
+        ("kubernetes.io/team", False, None),
+        ("node-role.kubernetes.io/worker", False, None),
+        ("example.kubernetes.io/team", False, None),
+        ("k8s.io/team", False, None),
+        ("sub.k8s.io/team", True, None),
         ("kops.k8s.io/instancegroup", False, None),
         ("karpenter.k8s.aws/instance-family", False, None),
         ("karpenter.k8s.aws/ec2nodeclass", False, None),
-        ("karpenter.k8s.aws/made-up", False, 'label domain "karpenter.k8s.aws" is restricted'),
         ("topology.k8s.aws/zone-id", False, None),
         ("karpenter.kwok.sh/instance-size", False, None),
+        ("karpenter.kwok.sh/anything", False, None),
     ],
 )
 def test_restricted_label_problem(key, allow_nodepool, problem):
-    result = restricted_label_problem(key, allow_nodepool=allow_nodepool)
-    if problem is None:
-        assert result is None
-    else:
-        assert result is not None
-        assert problem in result
+    expected = None if problem is None else problem.format(key=key)
+    assert restricted_label_problem(key, allow_nodepool=allow_nodepool) == expected
 
 
-def test_cel_label_rules_cover_the_same_domains_as_python():
-    nodepool_rules = {msg: rule for rule, msg in label_key_cel_rules("self", allow_nodepool=False)}
-    nodeclaim_rules = {msg: rule for rule, msg in label_key_cel_rules("self", allow_nodepool=True)}
-    assert set(nodepool_rules) - set(nodeclaim_rules) == {
-        'label "karpenter.sh/nodepool" is restricted'
-    }
-    for domain in ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"):
-        assert f'label domain "{domain}" is restricted' in nodeclaim_rules
-    assert (
-        '"node.kubernetes.io/windows-build"'
-        in nodepool_rules['label domain "kubernetes.io" is restricted']
+def test_restricted_aws_label_lists_the_aws_well_known_keys():
+    problem = restricted_label_problem("karpenter.k8s.aws/made-up", allow_nodepool=False)
+    assert problem is not None
+    head, allowed, tail = problem.split("; ")
+    assert head == "label domain \"karpenter.k8s.aws\" is restricted ('karpenter.k8s.aws/made-up')"
+    assert tail == _OWN_DOMAIN
+    listed = allowed.removeprefix("allowed there: ").split(", ")
+    assert listed[:4] == [
+        "karpenter.k8s.aws/capacity-reservation-id",
+        "karpenter.k8s.aws/capacity-reservation-interruptible",
+        "karpenter.k8s.aws/capacity-reservation-type",
+        "karpenter.k8s.aws/ec2nodeclass",
+    ]
+    assert len(listed) == 27
+    assert listed == sorted(listed)
+
+
+def test_cel_label_rules_are_upstreams_current_ones():
+    nodepool = label_key_cel_rules("self", allow_nodepool=False)
+    nodeclaim = label_key_cel_rules("self", allow_nodepool=True)
+    dom = 'self.find("^([^/]+)")'
+    assert [msg for _, msg in nodepool] == [
+        'label domain "karpenter.sh" is restricted',
+        'label domain "karpenter.k8s.aws" is restricted',
+        'label "karpenter.sh/nodepool" is restricted',
+        'label "kubernetes.io/hostname" is restricted',
+    ]
+    assert nodepool[0][0] == (
+        f'self in ["karpenter.sh/capacity-type", "karpenter.sh/nodepool"] || '
+        f'!{dom}.endsWith("karpenter.sh")'
     )
-    assert 'endsWith("kops.k8s.io")' in nodepool_rules['label domain "k8s.io" is restricted']
+    assert nodepool[1][0].startswith('self in ["karpenter.k8s.aws/capacity-reservation-id", ')
+    assert nodepool[1][0].endswith(f'"] || !{dom}.endsWith("karpenter.k8s.aws")')
+    assert nodepool[2:] == [
+        ('self != "karpenter.sh/nodepool"', 'label "karpenter.sh/nodepool" is restricted'),
+        ('self != "kubernetes.io/hostname"', 'label "kubernetes.io/hostname" is restricted'),
+    ]
+    assert nodeclaim == [nodepool[0], nodepool[1], nodepool[3]]
+    assert not any('kubernetes.io")' in rule or 'k8s.io")' in rule for rule, _ in nodepool)
 
 
 @pytest.mark.parametrize(

@@ -161,8 +161,13 @@ KWOK = "karpenter.kwok.sh_kwoknodeclasses.yaml"
         (NC, "spec.requirements", "int(x.values[0]) >= 0"),
         (NP, "spec.template.spec.requirements.[].key", 'self != "kubernetes.io/hostname"'),
         (NP, "spec.template.spec.requirements.[].key", '"karpenter.sh/capacity-type"'),
-        (NP, "spec.template.spec.requirements.[].key", 'endsWith("kops.k8s.io")'),
-        (NP, "spec.template.spec.requirements.[].key", 'endsWith("node.kubernetes.io")'),
+        (
+            NP,
+            "spec.template.spec.requirements.[].key",
+            '!self.find("^([^/]+)").endsWith("karpenter.sh")',
+        ),
+        (NC, "spec.requirements.[].key", '!self.find("^([^/]+)").endsWith("karpenter.k8s.aws")'),
+        (NP, "spec.template.metadata.labels", '!x.find("^([^/]+)").endsWith("karpenter.sh")'),
         (NP, "spec.template.spec.requirements.[].key", '"karpenter.k8s.aws/instance-family"'),
         (NP, "spec.template.metadata.labels", 'self.all(x, x != "karpenter.sh/nodepool")'),
         (NP, "spec.template.metadata.labels", 'self.all(x, x != "kubernetes.io/hostname")'),
@@ -187,6 +192,25 @@ KWOK = "karpenter.kwok.sh_kwoknodeclasses.yaml"
 def test_upstream_cel_rules_present(filename, path, rule_fragment):
     rules = _rules(filename, path)
     assert any(rule_fragment in r for r in rules), rules
+
+
+# Upstream dropped its kubernetes.io / k8s.io domain rules; no CRD may still carry one.
+@pytest.mark.parametrize("filename", [NP, NC])
+def test_no_rule_restricts_the_kubernetes_domains(filename):
+    messages = [
+        rule["message"]
+        for _, node in _walk(_root(filename))
+        for rule in node.get("x-kubernetes-validations", [])
+        if "restricted" in rule["message"]
+    ]
+    assert sorted(set(messages)) == sorted(
+        {
+            'label domain "karpenter.sh" is restricted',
+            'label domain "karpenter.k8s.aws" is restricted',
+            'label "kubernetes.io/hostname" is restricted',
+            *(['label "karpenter.sh/nodepool" is restricted'] if filename == NP else []),
+        }
+    )
 
 
 # NodeClaim keys may be karpenter.sh/nodepool (NodeClaims carry it); NodePool ones may not.
