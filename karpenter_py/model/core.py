@@ -12,7 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
 
-from karpenter_py.model.labels import NORMALIZED_LABELS, RESOURCE_PODS
+from karpenter_py.model.labels import (
+    NORMALIZED_LABELS,
+    RESOURCE_CPU,
+    RESOURCE_MEMORY,
+    RESOURCE_PODS,
+)
 from karpenter_py.model.quantity import Resources, parse_resources
 
 JSON = dict[str, object]
@@ -439,6 +444,10 @@ def container_requests(spec: JSON, path: str) -> Resources:
     max(sum of app containers + restartable-init (sidecar) containers, the peak during init:
     each classic init container plus the sidecars started before it), plus pod overhead, plus one
     ``pods`` slot. Pod-level ``resources`` (when set) override the container sum.
+
+    A limit without a request counts as the request, per container and at pod level, as the API
+    server defaults it. Pods read from the API server are already defaulted, but pod templates
+    (a DaemonSet's, whose pod is daemonset overhead; a workload's in a manifest) never are.
     """
     total: Resources = {}
     for i, c in enumerate(json_list(spec.get("containers"), f"{path}.containers")):
@@ -456,21 +465,43 @@ def container_requests(spec: JSON, path: str) -> Resources:
     effective = _max(_add(total, sidecars), init_peak)
     pod_level = json_object(spec.get("resources"), f"{path}.resources")
     if pod_level:
-        level = _resources(
-            pod_level.get("requests") or pod_level.get("limits"), f"{path}.resources.requests"
-        )
-        effective.update(level)
+        effective.update(_pod_level_requests(pod_level, effective, f"{path}.resources"))
     effective = _add(effective, _resources(spec.get("overhead"), f"{path}.overhead"))
     effective[RESOURCE_PODS] = effective.get(RESOURCE_PODS, 0) + 1
     return {k: v for k, v in effective.items() if v}
 
 
 def _container_requests(raw: object, path: str) -> Resources:
+    """A container's requests as the API server stores them: a resource with a limit and no
+    request requests its limit. Pods are defaulted on admission, but pod *templates* (a
+    DaemonSet's, a Deployment's in a manifest) are not, so the default is applied here, for
+    every pod this package builds."""
     res = json_object(json_object(raw, path).get("resources"), f"{path}.resources")
     requests = _resources(res.get("requests"), f"{path}.resources.requests")
-    # Kubernetes defaults a missing request to the limit.
     for name, amount in _resources(res.get("limits"), f"{path}.resources.limits").items():
         requests.setdefault(name, amount)
+    return requests
+
+
+_HUGEPAGES_PREFIX: Final = "hugepages-"
+
+
+def _pod_level_resource(name: str) -> bool:
+    """Resources ``spec.resources`` may name (PodLevelResources): cpu, memory, hugepages."""
+    return name in (RESOURCE_CPU, RESOURCE_MEMORY) or name.startswith(_HUGEPAGES_PREFIX)
+
+
+def _pod_level_requests(level: JSON, containers: Resources, path: str) -> Resources:
+    """Pod-level requests after the API server's defaulting, per resource: the pod-level request
+    if set; else, for hugepages the containers request, what they request; else the pod-level
+    limit. Each replaces the containers' sum for its resource."""
+    requests = _resources(level.get("requests"), f"{path}.requests")
+    for name, amount in _resources(level.get("limits"), f"{path}.limits").items():
+        if name in requests or not _pod_level_resource(name):
+            continue
+        if name.startswith(_HUGEPAGES_PREFIX) and containers.get(name):
+            continue
+        requests[name] = amount
     return requests
 
 

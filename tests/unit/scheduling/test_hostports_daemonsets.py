@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from karpenter_py.model.core import OwnerRef, Pod
+from karpenter_py.state.ingest import daemonset_template
 from tests.unit.scheduling._helpers import (
     by_pod,
     claim_of,
@@ -217,3 +218,75 @@ def test_daemonset_host_ports_only_block_types_it_runs_on():
     )
     assert claim_of(plan, "p").instance_type.name == "arm"
     assert claim_of(plan, "q").instance_type.name == "amd"
+
+
+# ----------------------------------------------------------------------------- limits-only daemonsets
+
+
+def daemonset_obj(resources: dict[str, Any], *, init: bool = False) -> dict[str, Any]:
+    """A DaemonSet as the API server returns it: its template is never defaulted, so a limit
+    without a request stays that way."""
+    box = {"name": "agent", "image": "agent", "resources": resources}
+    spec: dict[str, Any] = {"containers": [box]}
+    if init:
+        spec = {"containers": [{"name": "main", "image": "agent"}], "initContainers": [box]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "kube-system", "uid": "ds-uid"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {"metadata": {"labels": {"app": "agent"}}, "spec": spec},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("resources", "init", "expected"),
+    [
+        ({"limits": {"cpu": "1", "memory": "1Gi"}}, False, {"cpu": 1000, "memory": 2**30}),
+        ({"requests": {"cpu": "250m"}, "limits": {"cpu": "1"}}, False, {"cpu": 250}),
+        (
+            {"requests": {"cpu": "250m"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+            False,
+            {"cpu": 250, "memory": 512 * 2**20},
+        ),
+        ({"limits": {"cpu": "3"}}, True, {"cpu": 3000}),
+        ({"limits": {"example.com/dongle": "2"}}, False, {"example.com/dongle": 2}),
+        ({}, False, {}),
+    ],
+)
+def test_daemonset_template_limits_reserve_as_requests(resources, init, expected):
+    template = daemonset_template(daemonset_obj(resources, init=init))
+    assert template.is_daemonset_pod()
+    assert dict(template.requests) == {**expected, "pods": 1}
+
+
+@pytest.mark.parametrize(
+    ("pod_cpu", "ds_limit", "expected_type", "claim_cpu"),
+    [
+        ("500m", "1", "small", 1500),  # 2 cpu holds both
+        ("1500m", "1", "medium", 2500),  # small cannot hold both
+        ("3500m", "1", "large", 4500),
+        ("500m", "7500m", "large", 8000),
+    ],
+)
+def test_limits_only_daemonset_overhead_sizes_the_node(pod_cpu, ds_limit, expected_type, claim_cpu):
+    agent = daemonset_template(daemonset_obj({"limits": {"cpu": ds_limit}}))
+    plan = run([pod("p", pod_cpu, None)], types=TYPES, daemonsets=[agent])
+    nc = claim_of(plan, "p")
+    assert nc.instance_type.name == expected_type
+    assert nc.requests["cpu"] == claim_cpu
+
+
+def test_limits_only_daemonset_that_leaves_no_room_makes_the_pod_unschedulable():
+    agent = daemonset_template(daemonset_obj({"limits": {"cpu": "7500m", "memory": "1Gi"}}))
+    plan = run([pod("p", "1", None), pod("q", "500m", None)], types=TYPES, daemonsets=[agent])
+    assert error_of(plan, "p") == (
+        'incompatible with every nodepool: nodepool "default": no instance type has enough '
+        "resources after daemonset overhead (cpu 1 > largest 500m)"
+    )
+    nc = claim_of(plan, "q")
+    assert nc.instance_type.name == "large"
+    assert nc.requests["cpu"] == 8000
+    assert nc.requests["memory"] == 2**30

@@ -86,6 +86,56 @@ def c(
             {"cpu": 3000},
             id="pod-level-limits-default-requests",
         ),
+        pytest.param(
+            {
+                "containers": [c("500m", "1Gi")],
+                "resources": {"requests": {"memory": "2Gi"}, "limits": {"cpu": "3"}},
+            },
+            {"cpu": 3000, "memory": 2 * GI},
+            id="pod-level-limit-defaults-its-request-beside-other-requests",
+        ),
+        pytest.param(
+            {
+                "containers": [c("500m", "1Gi")],
+                "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "4", "memory": "3Gi"}},
+            },
+            {"cpu": 1000, "memory": 3 * GI},
+            id="pod-level-request-wins-over-its-limit",
+        ),
+        pytest.param(
+            {
+                "containers": [
+                    {"name": "c", "resources": {"requests": {"hugepages-2Mi": "4Mi"}}},
+                ],
+                "resources": {"limits": {"hugepages-2Mi": "16Mi", "cpu": "1"}},
+            },
+            {"cpu": 1000, "hugepages-2Mi": 4 * MI},
+            id="pod-level-hugepages-limit-keeps-the-containers-request",
+        ),
+        pytest.param(
+            {
+                "containers": [c("500m")],
+                "resources": {"limits": {"hugepages-2Mi": "16Mi"}},
+            },
+            {"cpu": 500, "hugepages-2Mi": 16 * MI},
+            id="pod-level-hugepages-limit-without-container-request",
+        ),
+        pytest.param(
+            {
+                "containers": [c(limits={"cpu": "1"})],
+                "initContainers": [c(limits={"cpu": "2", "memory": "1Gi"})],
+            },
+            {"cpu": 2000, "memory": GI},
+            id="init-limits-default-requests",
+        ),
+        pytest.param(
+            {
+                "containers": [c(limits={"cpu": "1"})],
+                "initContainers": [c(limits={"cpu": "250m"}, sidecar=True)],
+            },
+            {"cpu": 1250},
+            id="sidecar-limits-default-requests",
+        ),
     ],
 )
 def test_container_requests(spec, expected):
