@@ -45,6 +45,12 @@ ESTIMATED_MARK = "~"
 
 
 NO_NODEPOOL = "no NodePool found; plan needs at least one"
+# Without NodePools plan still places pods on the Nodes given, as the controller would, and
+# reports the rest unschedulable; with neither there is nothing to plan against.
+NO_NODEPOOL_OR_NODE = (
+    "no NodePool or Node found; plan needs a NodePool to launch nodes for, or Nodes to place "
+    "pods on"
+)
 
 
 class PlanError(Exception):
@@ -108,8 +114,8 @@ def solve_input(
     manifests: Manifests, catalog: Sequence[InstanceType], options: SolveOptions | None = None
 ) -> SolveInput:
     """Every pool may use the whole catalog: the solver filters by each pool's requirements."""
-    if not manifests.pools:
-        raise PlanError(NO_NODEPOOL)
+    if not manifests.pools and not manifests.existing:
+        raise PlanError(NO_NODEPOOL_OR_NODE)
     types = tuple(catalog)
     return SolveInput(
         pods=tuple(manifests.pending),
@@ -279,8 +285,8 @@ def run_plan(
         manifests = load_manifests(files)
         for warning in manifests.warnings:
             print(f"warning: {warning}", file=stderr)
-        if not manifests.pools:
-            raise PlanError(NO_NODEPOOL)
+        if not manifests.pools and not manifests.existing:
+            raise PlanError(NO_NODEPOOL_OR_NODE)
         catalog = load_catalog(instance_types)
         inp = solve_input(manifests, catalog, options)
     except (ManifestError, PlanError) as err:

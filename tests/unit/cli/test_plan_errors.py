@@ -215,7 +215,9 @@ def test_bad_documents(
     [
         pytest.param("missing-file", ["nope.yaml: no such file"], id="missing-file"),
         pytest.param(
-            "no-nodepool", ["no NodePool found; plan needs at least one"], id="no-nodepool"
+            "no-nodepool",
+            ["no NodePool or Node found; plan needs a NodePool to launch nodes for, or Nodes to"],
+            id="no-nodepool",
         ),
         pytest.param("empty-dir", ["directory holds no"], id="empty-directory"),
         pytest.param("catalog-missing", ["absent.json: no such file"], id="catalog-missing"),
