@@ -3,7 +3,7 @@ PYTHON ?= .venv/bin/python
 PY_BOOT ?= python3
 SHARED ?= ../shared
 
-.PHONY: venv demo plan test lint typecheck imports unit crds catalog bench bench-e2e clean
+.PHONY: venv demo plan test lint typecheck imports unit crds catalog bench bench-e2e clean helm
 
 venv: .venv/.installed
 .venv/.installed: pyproject.toml
@@ -31,8 +31,13 @@ unit: venv
 	$(PYTHON) -m pytest -q tests -m "not cluster"
 
 # Everything CI runs: static checks, then the whole suite (the cluster tests build the control plane).
-test: venv lint imports typecheck controlplane
+test: venv lint imports typecheck controlplane helm
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
+
+# A real helm binary from Go modules (helm.sh/helm/v3), cached in ~/.cache/karpenter-py/helm/<hash>;
+# the chart tests (tests/helm) find it through tests/helmtool.py.
+helm:
+	bash hack/helm/build.sh
 
 crds: venv
 	.venv/bin/karpenter-py crds --out manifests/crds
