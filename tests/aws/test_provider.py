@@ -434,31 +434,20 @@ async def test_get_of_a_bad_or_unknown_provider_id_is_not_found(
 # ---------------------------------------------------------------- drift
 
 
-async def _as_real_ec2(aws: AwsClients, instance_id: str, groups: list[str]) -> None:
-    """Give the instance the launch template's security groups, as EC2 would have at launch:
-    moto's CreateFleet reads a launch-template key EC2 does not have (``GroupSet``) and so
-    attaches none (on-demand) or the VPC's default group (spot). ModifyInstanceAttribute is a
-    real EC2 call."""
-    await aws.ec2.modify_instance_attribute(InstanceId=instance_id, Groups=groups)
-
-
-@pytest.mark.parametrize(("capacity_type", "groups"), [("on-demand", []), ("spot", ["default"])])
-async def test_moto_fleet_instances_lack_the_class_security_groups(
-    world: World, capacity_type: str, groups: list[str]
+@pytest.mark.parametrize("capacity_type", ["on-demand", "spot"])
+async def test_fleet_instances_carry_the_class_security_groups(
+    world: World, capacity_type: str
 ) -> None:
-    """Recorded moto behaviour: right after launch the instance's SGs are not the class's
-    (none for on-demand, the VPC's default for spot), so on moto alone every new NodeClaim
-    reads SecurityGroupDrift."""
+    """Right after launch the instance has its launch template's groups (moto made to do so by
+    tests/aws/motofleet.py, as EC2 does), so a fresh NodeClaim is not drifted."""
     out = await world.provider.create(nodeclaim(capacity_type=capacity_type))
     (raw,) = await _instances_of(world.aws, out.name)
-    assert [g["GroupName"] for g in raw["SecurityGroups"]] == groups
-    assert await world.provider.is_drifted(out) == "SecurityGroupDrift"
+    assert [g["GroupId"] for g in raw["SecurityGroups"]] == [world.net.security_group_id]
+    assert await world.provider.is_drifted(out) == ""
 
 
 async def test_drift_right_after_launch_then_ami_drift(world: World) -> None:
     out = await world.provider.create(nodeclaim())
-    instance_id = out.status.provider_id.rsplit("/", 1)[1]
-    await _as_real_ec2(world.aws, instance_id, [world.net.security_group_id])
     assert await world.provider.is_drifted(out) == ""
     # A new AMI resolved for the class: the instance's is no longer in status.amis.
     moved = await nodeclass_dict(world.aws, world.net, world.ami)
@@ -469,8 +458,6 @@ async def test_drift_right_after_launch_then_ami_drift(world: World) -> None:
 
 async def test_drift_of_static_fields_subnets_and_security_groups(world: World) -> None:
     out = await world.provider.create(nodeclaim())
-    instance_id = out.status.provider_id.rsplit("/", 1)[1]
-    await _as_real_ec2(world.aws, instance_id, [world.net.security_group_id])
     store = world.stack.nodeclasses
     base = await nodeclass_dict(world.aws, world.net, world.ami)
 
