@@ -363,8 +363,10 @@ class InstanceProvider:
             "Reservations",
             Filters=[
                 {"Name": f"tag:{TAG_EKS_CLUSTER_NAME}", "Values": [self._cluster.name]},
-                {"Name": "tag:karpenter.sh/nodeclaim", "Values": [nodeclaim_name]},
-                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+                {"Name": f"tag:{TAG_NODECLAIM}", "Values": [nodeclaim_name]},
+                # Only an instance that is coming up or running can be adopted; a stopping or
+                # terminating one would leave the NodeClaim without a node.
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
             ],
         )
         found = [Instance.from_ec2(raw) for r in reservations for raw in r.get("Instances") or []]
