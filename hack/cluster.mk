@@ -2,7 +2,8 @@
 #
 #   make controlplane    build (or reuse) kube-apiserver, kube-scheduler, kube-controller-manager,
 #                        etcd and kwok from Go modules into ~/.cache/karpenter-py/bin/<hash>
-#   make cluster-up      start them on 127.0.0.1; admin kubeconfig in .cluster/kubeconfig
+#   make cluster-up      start them on 127.0.0.1 and apply manifests/crds; admin kubeconfig in
+#                        .cluster/kubeconfig
 #   make cluster-status  pids + /readyz
 #   make cluster-down    stop every process by pid, remove the temp data (logs stay in .cluster/logs)
 #   make kind-up         for machines with Docker: kind cluster + in-cluster kwok + manifests/crds
@@ -24,16 +25,20 @@ KWOK_VERSION ?= v0.8.0
 controlplane:
 	bash hack/controlplane/build.sh
 
-cluster-up: controlplane
+# hack/cluster.py runs on $(PYTHON), the project's venv (`venv` is the top-level Makefile's), so
+# these work from a fresh clone; the README's next steps use .venv/bin/karpenter-py anyway.
+# cluster-up also applies manifests/crds (as kind-up does), so the controller finds its kinds.
+cluster-up: venv controlplane
 	$(PYTHON) hack/cluster.py up
+	$(PYTHON) hack/apply_crds.py .cluster/kubeconfig
 
-cluster-down:
+cluster-down: venv
 	$(PYTHON) hack/cluster.py down
 
-cluster-status:
+cluster-status: venv
 	$(PYTHON) hack/cluster.py status
 
-cluster-logs:
+cluster-logs: venv
 	$(PYTHON) hack/cluster.py logs
 
 # kwok's in-cluster install is the kustomize tree its release manifests (kwok.yaml and
