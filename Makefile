@@ -42,9 +42,10 @@ helm:
 crds: venv
 	.venv/bin/karpenter-py crds --out manifests/crds
 
-# Regenerate the built-in AWS catalog from moto's EC2 data and ../shared's on-demand prices.
+# Regenerate the built-in AWS catalog from moto's EC2 data and the on-demand prices in $(SHARED)
+# (../shared beside the clone by default; elsewhere: make catalog SHARED=/path/to/shared).
 catalog: venv
-	$(PYTHON) scripts/gen_aws_catalog.py
+	$(PYTHON) scripts/gen_aws_catalog.py $(SHARED)/data/aws-on-demand-prices.json
 
 bench: venv
 	$(PYTHON) benchmarks/scheduling.py --pods 5000 --out benchmarks/results/scheduling-5000.json
