@@ -57,6 +57,7 @@ from karpenter_py.kube.resources import (
 )
 from karpenter_py.launcher.launch import Launcher
 from karpenter_py.launcher.round import RoundRunner
+from karpenter_py.manager import webhook
 from karpenter_py.manager.adapters import KubeNodeAPI, KubeNodeClaimWriter
 from karpenter_py.manager.aws import AwsStack
 from karpenter_py.manager.leader import LeaderElector, Leadership, default_identity
@@ -471,6 +472,19 @@ class App:
                     debug={"disruption": self.disruption.report},
                 )
             )
+            if s.webhook_port:
+                # Every replica answers conversions (the API server calls whichever it reaches).
+                tg.create_task(
+                    webhook.serve(
+                        self.client,
+                        webhook.WebhookConfig(
+                            namespace=s.leader_election_namespace,
+                            service=s.webhook_service_name,
+                            port=s.webhook_port,
+                        ),
+                        host=host,
+                    )
+                )
             tg.create_task(self.run_informers())
             tg.create_task(
                 run_state_metrics(

@@ -222,6 +222,8 @@ class Settings(BaseModel):
     log_level: LogLevel = "info"
     metrics_port: int = Field(default=8080, ge=1, le=65535)
     health_probe_port: int = Field(default=8081, ge=1, le=65535)
+    webhook_port: int = Field(default=0, ge=0, le=65535)
+    webhook_service_name: str = Field(default="karpenter", min_length=1)
 
     feature_gates: FeatureGates = FeatureGates()
     preference_policy: PreferencePolicy = "Respect"
@@ -297,6 +299,16 @@ def _non_negative(v: float) -> str | None:
     return None if v >= 0 else "must not be negative"
 
 
+def _service_name(v: str) -> str | None:
+    if re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v) is None:
+        return "must be a Service name (lower-case letters, digits and '-')"
+    return None
+
+
+def _webhook_port(v: int) -> str | None:
+    return None if 0 <= v <= 65535 else "must be 0 (off) or a port between 1 and 65535"
+
+
 def _port(v: int) -> str | None:
     return None if 1 <= v <= 65535 else "must be a port between 1 and 65535"
 
@@ -336,6 +348,11 @@ OPTIONS: Final[tuple[_Option, ...]] = (
             check=_port),
     _Option("HEALTH_PROBE_PORT", "health_probe_port", parse_int, "an integer",
             "port serving /healthz and /readyz", check=_port),
+    _Option("WEBHOOK_PORT", "webhook_port", parse_int, "an integer",
+            "HTTPS port of the v1beta1 conversion webhook (0: not served)", check=_webhook_port),
+    _Option("WEBHOOK_SERVICE_NAME", "webhook_service_name", str, "",
+            "Service (in the pod's namespace) the API server calls the webhook through",
+            check=_service_name),
     _Option("FEATURE_GATES", "feature_gates", parse_feature_gates,
             "a list like NodeRepair=false,ReservedCapacity=true", "feature gates"),
     _Option("PREFERENCE_POLICY", "preference_policy", _enum("Respect", "Ignore"),

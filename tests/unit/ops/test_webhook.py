@@ -1,0 +1,135 @@
+"""The conversion webhook's HTTPS server, certificates and CRD client config (no cluster)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from karpenter_py.manager.certs import CertBundle, make_bundle, not_after
+from karpenter_py.manager.settings import load_settings
+from karpenter_py.manager.webhook import WebhookConfig, WebhookServer, bundle_of
+
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("config", "hosts"),
+    [
+        (
+            WebhookConfig(namespace="karpenter"),
+            [
+                "karpenter.karpenter.svc",
+                "karpenter.karpenter.svc.cluster.local",
+                "karpenter.karpenter",
+                "karpenter",
+            ],
+        ),
+        (
+            WebhookConfig(namespace="kp", service="hook", url="https://127.0.0.1:9443/convert"),
+            ["127.0.0.1", "hook.kp.svc", "hook.kp.svc.cluster.local", "hook.kp", "hook"],
+        ),
+    ],
+)
+def test_hosts(config: WebhookConfig, hosts: list[str]) -> None:
+    assert config.hosts() == hosts
+
+
+@pytest.mark.parametrize(
+    ("config", "client_config"),
+    [
+        (
+            WebhookConfig(namespace="kp", port=9443),
+            {
+                "caBundle": "Q0E=",
+                "service": {
+                    "name": "karpenter",
+                    "namespace": "kp",
+                    "path": "/convert",
+                    "port": 9443,
+                },
+                "url": None,
+            },
+        ),
+        (
+            WebhookConfig(namespace="kp", url="https://127.0.0.1:1/convert"),
+            {"caBundle": "Q0E=", "url": "https://127.0.0.1:1/convert", "service": None},
+        ),
+    ],
+)
+def test_client_config(config: WebhookConfig, client_config: dict[str, Any]) -> None:
+    assert config.client_config(b"CA") == client_config
+
+
+def test_bundle_validity_and_secret_round_trip() -> None:
+    bundle = make_bundle(["127.0.0.1", "karpenter.kp.svc"], now=NOW, validity=dt.timedelta(hours=2))
+    assert not_after(bundle.cert_pem) == NOW + dt.timedelta(hours=2)
+    assert bundle.not_after == NOW + dt.timedelta(hours=2)
+    data = {
+        "ca.crt": base64.b64encode(bundle.ca_pem).decode(),
+        "tls.crt": base64.b64encode(bundle.cert_pem).decode(),
+        "tls.key": base64.b64encode(bundle.key_pem).decode(),
+    }
+    assert bundle_of({"data": data}) == bundle
+    assert bundle_of({"data": {**data, "tls.crt": base64.b64encode(b"junk").decode()}}) is None
+    assert bundle_of({}) is None
+
+
+@pytest.mark.parametrize(
+    ("env", "port", "service"),
+    [({}, 0, "karpenter"), ({"WEBHOOK_PORT": "8443", "WEBHOOK_SERVICE_NAME": "kp"}, 8443, "kp")],
+)
+def test_settings(env: dict[str, str], port: int, service: str) -> None:
+    s = load_settings([], env)
+    assert (s.webhook_port, s.webhook_service_name) == (port, service)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[WebhookServer, CertBundle]]:
+    bundle = make_bundle(["127.0.0.1"], now=dt.datetime.now(dt.UTC), validity=dt.timedelta(hours=1))
+    srv = WebhookServer(host="127.0.0.1", port=0)
+    srv.use(bundle)
+    async with srv:
+        yield srv, bundle
+
+
+def _client_ssl(bundle: CertBundle) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cadata=bundle.ca_pem.decode())
+    return ctx
+
+
+async def test_server_answers_reviews_over_tls(server: tuple[WebhookServer, CertBundle]) -> None:
+    srv, bundle = server
+    review = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": "u", "desiredAPIVersion": "karpenter.sh/v9", "objects": []},
+    }
+    url = f"https://127.0.0.1:{srv.port}/convert"
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, json=review, ssl=_client_ssl(bundle)) as resp:
+            assert resp.status == 200
+            assert await resp.json() == {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "ConversionReview",
+                "response": {"uid": "u", "convertedObjects": [], "result": {"status": "Success"}},
+            }
+        async with session.post(url, data=b"{", ssl=_client_ssl(bundle)) as resp:
+            assert resp.status == 400
+            assert (await resp.text()).startswith("bad ConversionReview:")
+        # A rotated certificate is served to new connections; the old CA no longer verifies it.
+        fresh = make_bundle(
+            ["127.0.0.1"], now=dt.datetime.now(dt.UTC), validity=dt.timedelta(hours=1)
+        )
+        srv.use(fresh)
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, json=review, ssl=_client_ssl(fresh)) as resp:
+            assert resp.status == 200
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            async with session.post(url, json=review, ssl=_client_ssl(bundle)):
+                pass
