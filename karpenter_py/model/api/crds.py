@@ -24,9 +24,22 @@ from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.api.v1beta1 import EC2NodeClass as EC2NodeClassV1beta1
+from karpenter_py.model.api.v1beta1 import NodeClaim as NodeClaimV1beta1
+from karpenter_py.model.api.v1beta1 import NodePool as NodePoolV1beta1
 from karpenter_py.model.labels import AWS_GROUP, GROUP, KWOK_GROUP
 
 CATEGORY: Final = "karpenter"
+
+# Where the API server sends ConversionReviews for the kinds that serve v1beta1 too: the
+# controller's Service (manifests/service.yaml). The controller patches the CA bundle in at run
+# time (karpenter_py.manager.webhook), and the Service's namespace if it runs elsewhere.
+WEBHOOK_SERVICE: Final = {
+    "name": "karpenter",
+    "namespace": "karpenter",
+    "path": "/convert",
+    "port": 8443,
+}
 
 # Keys pydantic emits that have no place in a CRD schema.
 _DROPPED: Final = frozenset({"title", "default", "$defs", "examples"})
@@ -57,6 +70,15 @@ class PrinterColumn:
 
 
 @dataclass(frozen=True)
+class ServedVersion:
+    """An older version the CRD serves beside the storage version (converted by the webhook)."""
+
+    version: str
+    model: type[BaseModel]
+    printer_columns: tuple[PrinterColumn, ...] = ()
+
+
+@dataclass(frozen=True)
 class Kind:
     """Everything about one kind's CRD that is not in its schema."""
 
@@ -69,6 +91,7 @@ class Kind:
     printer_columns: tuple[PrinterColumn, ...] = ()
     scale: tuple[str, str] | None = None  # (specReplicasPath, statusReplicasPath)
     categories: tuple[str, ...] = (CATEGORY,)
+    older: tuple[ServedVersion, ...] = ()
 
     @property
     def name(self) -> str:
@@ -100,6 +123,13 @@ KINDS: Final = (
             PrinterColumn("Memory", ".status.resources.memory", priority=1),
         ),
         scale=(".spec.replicas", ".status.nodes"),
+        older=(
+            ServedVersion(
+                "v1beta1",
+                NodePoolV1beta1,
+                (PrinterColumn("NodeClass", ".spec.template.spec.nodeClassRef.name"), _AGE),
+            ),
+        ),
     ),
     Kind(
         model=NodeClaim,
@@ -120,6 +150,17 @@ KINDS: Final = (
             PrinterColumn("NodeClass", ".spec.nodeClassRef.name", priority=1),
             PrinterColumn("Drifted", '.status.conditions[?(@.type=="Drifted")].status', priority=1),
         ),
+        older=(
+            ServedVersion(
+                "v1beta1",
+                NodeClaimV1beta1,
+                (
+                    PrinterColumn("Node", ".status.nodeName"),
+                    PrinterColumn("Ready", _READY),
+                    _AGE,
+                ),
+            ),
+        ),
     ),
     Kind(
         model=EC2NodeClass,
@@ -132,6 +173,9 @@ KINDS: Final = (
             PrinterColumn("Ready", _READY),
             _AGE,
             PrinterColumn("Role", ".spec.role", priority=1),
+        ),
+        older=(
+            ServedVersion("v1beta1", EC2NodeClassV1beta1, (PrinterColumn("Ready", _READY), _AGE)),
         ),
     ),
     Kind(
@@ -271,25 +315,52 @@ def build_crd(kind: Kind) -> JSON:
             "specReplicasPath": kind.scale[0],
             "statusReplicasPath": kind.scale[1],
         }
-    version: JSON = {}
-    if kind.printer_columns:
-        version["additionalPrinterColumns"] = [c.as_dict() for c in kind.printer_columns]
-    version["name"] = kind.version
-    version["schema"] = {"openAPIV3Schema": openapi_schema(kind.model)}
-    version["served"] = True
-    version["storage"] = True
-    version["subresources"] = subresources
+    versions = [
+        _version(kind.version, kind.model, kind.printer_columns, subresources, storage=True),
+        *(
+            # Older versions get no scale subresource: v1beta1 has no spec.replicas.
+            _version(v.version, v.model, v.printer_columns, {"status": {}}, storage=False)
+            for v in kind.older
+        ),
+    ]
+    spec: JSON = {}
+    if kind.older:
+        spec["conversion"] = {
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": {"service": dict(WEBHOOK_SERVICE)},
+                "conversionReviewVersions": ["v1"],
+            },
+        }
+    spec["group"] = kind.group
+    spec["names"] = names
+    spec["scope"] = "Cluster"
+    spec["versions"] = versions
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": kind.name},
-        "spec": {
-            "group": kind.group,
-            "names": names,
-            "scope": "Cluster",
-            "versions": [version],
-        },
+        "spec": spec,
     }
+
+
+def _version(
+    name: str,
+    model: type[BaseModel],
+    printer_columns: Sequence[PrinterColumn],
+    subresources: JSON,
+    *,
+    storage: bool,
+) -> JSON:
+    version: JSON = {}
+    if printer_columns:
+        version["additionalPrinterColumns"] = [c.as_dict() for c in printer_columns]
+    version["name"] = name
+    version["schema"] = {"openAPIV3Schema": openapi_schema(model)}
+    version["served"] = True
+    version["storage"] = storage
+    version["subresources"] = subresources
+    return version
 
 
 def build_crds(kinds: Sequence[Kind] = KINDS) -> dict[str, JSON]:

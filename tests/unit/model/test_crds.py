@@ -426,9 +426,28 @@ def test_names_scope_and_version(filename, kind, plural, short_names, group, ver
     assert names["singular"] == kind.lower()
     assert names.get("shortNames") == short_names
     assert names["categories"] == ["karpenter"]
-    (v,) = spec["versions"]
+    v, *older = spec["versions"]
     assert (v["name"], v["served"], v["storage"]) == (version, True, True)
     assert v["subresources"]["status"] == {}
+    if kind == "KWOKNodeClass":
+        assert older == []
+        assert "conversion" not in spec
+    else:  # v1beta1 is served too, converted by the controller's webhook
+        assert [(o["name"], o["served"], o["storage"]) for o in older] == [("v1beta1", True, False)]
+        assert spec["conversion"] == {
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": {
+                    "service": {
+                        "name": "karpenter",
+                        "namespace": "karpenter",
+                        "path": "/convert",
+                        "port": 8443,
+                    }
+                },
+                "conversionReviewVersions": ["v1"],
+            },
+        }
 
 
 def test_nodepool_scale_subresource():
