@@ -7,7 +7,9 @@ NodePool, NodeClaim or EC2NodeClass as ``v1beta1`` (the CRDs store ``v1``); the 
 :class:`CertController` owns the TLS material: it keeps a self-signed CA and a serving
 certificate in a ``kubernetes.io/tls`` Secret in the controller's namespace (``ca.crt``,
 ``tls.crt``, ``tls.key``), creates them when missing or unreadable, replaces them once less than
-``renew_before`` of their validity is left, and after every change patches each converted CRD's
+``renew_before`` of their validity is left (``ca.crt`` then holds the new CA and the previous one,
+so replicas still serving the previous certificate stay trusted until they re-read the Secret),
+and after every change patches each converted CRD's
 ``spec.conversion.webhook.clientConfig`` with the CA bundle (and the Service or URL to call) so
 the API server trusts the new certificate. :class:`WebhookServer` serves with whatever the
 controller last handed it: new connections use the new certificate at once.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import datetime as dt
 import logging
 import socket
@@ -74,8 +77,9 @@ class WebhookConfig:
     renew_before: dt.timedelta = dt.timedelta(days=30)
     """Replace the certificate once less than this is left of it."""
     crds: tuple[str, ...] = CONVERTED_CRDS
-    resync: float = 3600.0
-    """Longest sleep between checks (the Secret and the CRDs' CA bundle are re-checked)."""
+    resync: float = 60.0
+    """Longest sleep between checks: how soon a replica picks up a certificate another one
+    rotated (the CA bundle trusts the previous CA as well until then)."""
 
     def hosts(self) -> list[str]:
         names = [
@@ -128,6 +132,13 @@ def bundle_of(secret: KubeObject) -> CertBundle | None:
     except ValueError:
         return None
     return bundle
+
+
+def _first_pem(pem: bytes) -> bytes:
+    """The first certificate of a PEM bundle."""
+    end = b"-----END CERTIFICATE-----\n"
+    cut = pem.find(end)
+    return pem if cut < 0 else pem[: cut + len(end)]
 
 
 def _secret_data(bundle: CertBundle) -> dict[str, str]:
@@ -187,6 +198,10 @@ class CertController:
         if held is not None and self._fresh(held):
             return held
         bundle = await self._new_bundle()
+        if held is not None and held.not_after > self.now():
+            # Replicas that have not re-read the Secret yet still serve the old certificate:
+            # keep trusting its CA until they have (the old certificate is still valid).
+            bundle = dataclasses.replace(bundle, ca_pem=bundle.ca_pem + _first_pem(held.ca_pem))
         secret["data"] = _secret_data(bundle)
         secret["type"] = secret.get("type") or "kubernetes.io/tls"
         try:

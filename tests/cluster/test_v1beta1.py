@@ -247,6 +247,9 @@ async def test_certificate_is_rotated_before_expiry(client: KubeClient) -> None:
             second_bundle = bundle_of(second)
             assert second_bundle is not None
             assert second_bundle.ca_pem != first_bundle.ca_pem
+            # The bundle trusts the new CA and, until replicas catch up, the previous one.
+            assert second_bundle.ca_pem.count(b"BEGIN CERTIFICATE") == 2
+            assert second_bundle.ca_pem.endswith(first_bundle.ca_pem)
             assert not_after(second_bundle.cert_pem) > not_after(first_bundle.cert_pem)
             new_ca = base64.b64encode(second_bundle.ca_pem).decode()
 
