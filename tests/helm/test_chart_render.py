@@ -219,6 +219,8 @@ DEFAULT_ENV = {
     "LOG_LEVEL": "info",
     "METRICS_PORT": "8080",
     "HEALTH_PROBE_PORT": "8081",
+    "WEBHOOK_PORT": "8443",
+    "WEBHOOK_SERVICE_NAME": "karpenter",
     "BATCH_MAX_DURATION": "10s",
     "BATCH_IDLE_DURATION": "1s",
     "KUBE_CLIENT_QPS": "200",
@@ -277,6 +279,9 @@ ENV_CASES = [
         sets("controller.metrics.port=9090", "controller.healthProbe.port=9091"),
         {**DEFAULT_ENV, "METRICS_PORT": "9090", "HEALTH_PROBE_PORT": "9091"},
         id="ports",
+    ),
+    pytest.param(
+        sets("webhook.enabled=false"), {**DEFAULT_ENV, "WEBHOOK_PORT": "0"}, id="webhook-off"
     ),
 ]
 

@@ -117,20 +117,44 @@ def test_rbac_stays_least_privilege():
     g = grants()
     # never cluster-wide lease, secret or RBAC access; pods are never created or patched
     assert not {x for x in g if x[1] in ("leases", "secrets", "configmaps")}
+    # CRDs: only the webhook's CA bundle, on the three CRDs that serve v1beta1
+    crd_rules = [
+        r
+        for k, r in rules()
+        if k == "ClusterRole" and "customresourcedefinitions" in r["resources"]
+    ]
+    assert crd_rules == [
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": [
+                "nodepools.karpenter.sh",
+                "nodeclaims.karpenter.sh",
+                "ec2nodeclasses.karpenter.k8s.aws",
+            ],
+            "verbs": ["get", "patch"],
+        }
+    ]
     assert not {x for x in g if x[0] == "rbac.authorization.k8s.io"}
     assert ("", "pods", "create") not in g
     assert ("", "pods", "patch") not in g
     assert ("", "events", "delete") not in g
-    # leases: only in the controller's namespace, get/update only on the election lease
+    # leases and the webhook's Secret: only in the controller's namespace, get/update only on
+    # the election lease and the certificate Secret
     role = grants("Role")
     assert role == {
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "update"),
+        ("", "secrets", "create"),
+        ("", "secrets", "get"),
+        ("", "secrets", "update"),
     }
     named = [r for k, r in rules() if k == "Role" and "resourceNames" in r]
     assert named[0]["resourceNames"] == ["karpenter-leader-election"]
     assert set(named[0]["verbs"]) == {"get", "update"}
+    assert named[1]["resourceNames"] == ["karpenter-cert"]
+    assert set(named[1]["verbs"]) == {"get", "update"}
 
 
 def test_bindings_point_at_the_service_account():
@@ -171,7 +195,7 @@ def test_deployment_shape():
 def test_deployment_probes():
     c = container()
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"http-metrics": 8080, "http": 8081}
+    assert ports == {"http-metrics": 8080, "http": 8081, "https-webhook": 8443}
     live, ready = c["livenessProbe"], c["readinessProbe"]
     assert live["httpGet"]["path"] == "/healthz"
     assert ready["httpGet"]["path"] == "/readyz"
@@ -238,8 +262,13 @@ def test_service_and_pdb_select_the_pods():
     svc, pdb = one("Service"), one("PodDisruptionBudget")
     assert svc["spec"]["selector"].items() <= labels.items()
     assert svc["spec"]["ports"] == [
-        {"name": "http-metrics", "port": 8080, "targetPort": "http-metrics", "protocol": "TCP"}
+        {"name": "http-metrics", "port": 8080, "targetPort": "http-metrics", "protocol": "TCP"},
+        {"name": "https-webhook", "port": 8443, "targetPort": "https-webhook", "protocol": "TCP"},
     ]
+    # The CRDs' conversion webhook goes through this Service, on the port the controller serves.
+    literal = {e["name"]: e.get("value") for e in container()["env"]}
+    assert literal["WEBHOOK_PORT"] == "8443"
+    assert literal["WEBHOOK_SERVICE_NAME"] == svc["metadata"]["name"]
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
