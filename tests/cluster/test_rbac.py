@@ -86,13 +86,13 @@ def service_account_token(cluster: ClusterHandle) -> str:
     return str(response["status"]["token"])
 
 
-async def test_the_controller_needs_nothing_beyond_its_rbac(
-    cluster: ClusterHandle, admin: KubeClient, caplog: pytest.LogCaptureFixture
-) -> None:
+async def controller_identity(cluster: ClusterHandle, admin: KubeClient) -> Any:
+    """Install manifests/ RBAC and return a client config authenticated as the controller's
+    ServiceAccount (its token, no admin certificate)."""
     await install_rbac(admin)
     token = await asyncio.to_thread(service_account_token, cluster)
     base = await asyncio.to_thread(load_kubeconfig, [cluster.kubeconfig_path])
-    as_controller = dataclasses.replace(
+    return dataclasses.replace(
         base,
         token=token,
         token_file=None,
@@ -100,6 +100,12 @@ async def test_the_controller_needs_nothing_beyond_its_rbac(
         client_cert_pem=None,
         client_key_pem=None,
     )
+
+
+async def test_the_controller_needs_nothing_beyond_its_rbac(
+    cluster: ClusterHandle, admin: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    as_controller = await controller_identity(cluster, admin)
     pool = unique("pool")
     await admin.create(NODEPOOLS, pool_body(pool))
     elect = {"DISABLE_LEADER_ELECTION": "false", "LEADER_ELECTION_NAMESPACE": "karpenter"}
@@ -142,17 +148,7 @@ async def test_the_aws_controller_needs_nothing_beyond_its_rbac(
 ) -> None:
     """The same with ``CLOUD_PROVIDER=aws``: EC2NodeClass status and finalizer, NodeClaim
     tagging annotations and interruption handling add no permission beyond manifests/."""
-    await install_rbac(admin)
-    token = await asyncio.to_thread(service_account_token, cluster)
-    base = await asyncio.to_thread(load_kubeconfig, [cluster.kubeconfig_path])
-    as_controller = dataclasses.replace(
-        base,
-        token=token,
-        token_file=None,
-        token_source=None,
-        client_cert_pem=None,
-        client_key_pem=None,
-    )
+    as_controller = await controller_identity(cluster, admin)
     elect = {"DISABLE_LEADER_ELECTION": "false", "LEADER_ELECTION_NAMESPACE": "karpenter"}
     caplog.set_level(logging.INFO)
     async with (
