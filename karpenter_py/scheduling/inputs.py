@@ -58,6 +58,9 @@ class SolveOptions:
     preference_policy: Literal["Respect", "Ignore"] = "Respect"
     min_values_policy: Literal["Strict", "BestEffort"] = "Strict"
     max_instance_types: int = MAX_INSTANCE_TYPES
+    # After the greedy pass, re-pack the round's new NodeClaims onto cheaper instance types
+    # (scheduling.packing). False gives upstream's greedy plan, for comparison.
+    repack: bool = True
 
 
 class _RequirementLike(Protocol):
