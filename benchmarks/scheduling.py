@@ -4,9 +4,12 @@ One NodePool with unlimited limits, 400 fake instance types (``fake.InstanceType
 empty cluster, and the diverse pod mix of upstream's current benchmark: five equal fifths
 (generic; zone spread; hostname spread; zone self-affinity; hostname anti-affinity, which needs a
 node per pod) with requests drawn from a seed-42 RNG, reseeded per size so every size sees the same
-draws whatever ran before. The preference cases use 4,000 identical pods with a satisfiable zone
-node preference, an unsatisfiable weight-10 zone anti-affinity preference and a satisfiable weight-1
-hostname anti-affinity preference, solved with PREFERENCE_POLICY Respect and Ignore.
+draws whatever ran before. The preference cases are upstream's: 4,000 identical pods (requests
+drawn once: 100m CPU / 4096Mi, what upstream's seed-42 RNG gives) with a satisfiable weight-1
+node preference for zone test-zone-1, an unsatisfiable weight-10 zone anti-affinity preference and
+a satisfiable weight-1 hostname anti-affinity preference, solved with PREFERENCE_POLICY Respect
+and Ignore. The ``preferences-perpod-*`` cases are our earlier variant, kept for comparison:
+requests drawn per pod and the node preference zone In [test-zone-1, test-zone-2].
 
 Only ``solve`` is timed (pods are built before). The run fails when any pod is left unplaced or
 when a diverse run has fewer than pods/5 nodes (upstream's 2024 breakage went unnoticed because
@@ -66,21 +69,22 @@ HOSTNAME = "kubernetes.io/hostname"
 
 
 class _Pods:
-    def __init__(self, seed: int = 42) -> None:
+    def __init__(self, seed: int = 42, requests: dict[str, str] | None = None) -> None:
         self.rng = random.Random(seed)
         self.n = 0
+        # Fixed requests for every pod (upstream's preference cases draw them once); else per pod.
+        self.requests = requests
 
     def _value(self) -> str:
         return LABEL_VALUES[self.rng.randrange(len(LABEL_VALUES))]
 
     def _pod(self, labels: dict[str, str], spec: dict[str, Any]) -> Pod:
         self.n += 1
-        resources = {
-            "requests": {
-                "cpu": CPU[self.rng.randrange(len(CPU))],
-                "memory": MEMORY[self.rng.randrange(len(MEMORY))],
-            }
+        requests = self.requests or {
+            "cpu": CPU[self.rng.randrange(len(CPU))],
+            "memory": MEMORY[self.rng.randrange(len(MEMORY))],
         }
+        resources = {"requests": dict(requests)}
         body = {
             "metadata": {
                 "name": f"pod-{self.n}",
@@ -131,7 +135,7 @@ class _Pods:
             },
         )
 
-    def preferences(self) -> Pod:
+    def preferences(self, zones: tuple[str, ...]) -> Pod:
         labels = {"app": "nginx"}
         affinity = {
             "nodeAffinity": {
@@ -143,7 +147,7 @@ class _Pods:
                                 {
                                     "key": ZONE,
                                     "operator": "In",
-                                    "values": ["test-zone-1", "test-zone-2"],
+                                    "values": list(zones),
                                 }
                             ]
                         },
@@ -184,9 +188,20 @@ def diverse_pods(count: int) -> list[Pod]:
     return pods
 
 
+# Upstream's preference pods share one draw of requests: with Go's seed 42 it is 100m / 4096Mi.
+PREFERENCE_REQUESTS = {"cpu": "100m", "memory": "4096Mi"}
+
+
 def preference_pods(count: int) -> list[Pod]:
+    """Upstream's preference case: identical pods preferring zone test-zone-1."""
+    gen = _Pods(requests=PREFERENCE_REQUESTS)
+    return [gen.preferences(("test-zone-1",)) for _ in range(count)]
+
+
+def preference_pods_per_pod(count: int) -> list[Pod]:
+    """Our earlier variant: requests drawn per pod, preferring test-zone-1 or test-zone-2."""
     gen = _Pods()
-    return [gen.preferences() for _ in range(count)]
+    return [gen.preferences(("test-zone-1", "test-zone-2")) for _ in range(count)]
 
 
 def run_case(
@@ -488,23 +503,25 @@ def main(argv: list[str] | None = None) -> int:
     results = [run_case(f"diverse-{n}", diverse_pods(n)) for n in sizes]
     if args.all or args.preferences:
         policies: tuple[Literal["Respect", "Ignore"], ...] = ("Respect", "Ignore")
-        for policy in policies:
-            results.append(
-                run_case(
-                    f"preferences-{policy.lower()}-4000",
-                    preference_pods(4000),
-                    policy=policy,
-                    diverse=False,
+        variants = (
+            ("preferences", preference_pods),
+            ("preferences-perpod", preference_pods_per_pod),
+        )
+        for prefix, make in variants:
+            for policy in policies:
+                results.append(
+                    run_case(
+                        f"{prefix}-{policy.lower()}-4000", make(4000), policy=policy, diverse=False
+                    )
                 )
-            )
     failed = False
     for r in results:
         print(
-            f"{r['case']:>28}: {r['pods']:>6} pods {r['seconds']:>9.3f}s {r['pods_per_sec']:>9} pods/s "
+            f"{r['case']:>31}: {r['pods']:>6} pods {r['seconds']:>9.3f}s {r['pods_per_sec']:>9} pods/s "
             f"{r['nodes']:>5} nodes  unplaced={r['unplaced']}  ${r['hourly_cost']}/h"
         )
         for p in r["problems"]:
-            print(f"{'':>30}FAIL: {p}")
+            print(f"{'':>33}FAIL: {p}")
             failed = True
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
