@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
+from karpenter_py.model.api.convert import KUBELET_ANNOTATION
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Taint
 from karpenter_py.model.labels import (
@@ -68,10 +69,16 @@ def nodeclaim_body(nc: NewNodeClaim, np: NodePool) -> Raw:
 
     What the solver decided (requirements, resources, taints, annotations such as
     karpenter.sh/nodeclaim-min-values-relaxed) is written as decided; the NodePool adds only its
-    hash annotations, NodeClass reference, expiry and owner reference."""
+    hash annotations (and its kubelet compatibility annotation), NodeClass reference, expiry and
+    owner reference."""
     spec = np.spec.template.spec
     ref = spec.node_class_ref
     annotations: dict[str, str] = {**np.spec.template.metadata.annotations, **nc.annotations}
+    # A pool converted from v1beta1 hands its kubelet block on, so the claim launches with the
+    # settings it was planned with (upstream core copies the same annotation).
+    kubelet = np.metadata.annotations.get(KUBELET_ANNOTATION)
+    if kubelet is not None:
+        annotations[KUBELET_ANNOTATION] = kubelet
     annotations[ANNOTATION_NODEPOOL_HASH] = nodepool_hash(np)
     annotations[ANNOTATION_NODEPOOL_HASH_VERSION] = NODEPOOL_HASH_VERSION
     requirements: list[Mapping[str, object]] = []

@@ -1,12 +1,15 @@
-"""Builders for the launch-path tests: a Ready EC2NodeClass, a NodeClaim, candidate types."""
+"""Builders for the launch-path tests: a Ready EC2NodeClass, a NodeClaim, candidate types, a
+NodePool converted from v1beta1."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
+from karpenter_py.model.api.convert import to_v1
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
 from karpenter_py.model.labels import LABEL_ARCH, LABEL_NODEPOOL
 
@@ -113,3 +116,18 @@ def launch_tags(claim: str, pool: str = "default", nodeclass: str = "default") -
         "kubernetes.io/cluster/test-cluster": "owned",
         "Name": f"{pool}/{claim}",
     }
+
+
+def converted_nodepool(kubelet: dict[str, Any] | None = None) -> NodePool:
+    """A v1beta1 NodePool ``default`` (with this kubelet block, if any) as the conversion webhook
+    hands it over in v1: the block is in the kubelet compatibility annotation."""
+    tspec: dict[str, Any] = {"nodeClassRef": {"name": "default"}, "requirements": []}
+    if kubelet is not None:
+        tspec["kubelet"] = kubelet
+    doc = {
+        "apiVersion": "karpenter.sh/v1beta1",
+        "kind": "NodePool",
+        "metadata": {"name": "default", "uid": "np-default"},
+        "spec": {"template": {"spec": tspec}},
+    }
+    return NodePool.model_validate(to_v1(doc).object)

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
+from karpenter_py.cloudprovider.aws import userdata
 from karpenter_py.cloudprovider.aws.clients import AwsClients
 from karpenter_py.cloudprovider.aws.drift import EC2NODECLASS_HASH_VERSION, ec2nodeclass_hash
 from karpenter_py.cloudprovider.aws.provider import AwsCloudProvider
 from karpenter_py.cloudprovider.errors import (
+    CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
 from karpenter_py.manager.aws import AwsStack, open_aws
 from karpenter_py.manager.settings import load_settings
+from karpenter_py.model.api import convert
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.labels import (
@@ -32,7 +37,9 @@ from karpenter_py.model.labels import (
     LABEL_TOPOLOGY_REGION,
     LABEL_TOPOLOGY_ZONE,
 )
+from karpenter_py.model.quantity import format_resources
 from tests.aws.fleetfaults import insufficient_capacity
+from tests.aws.launchsupport import converted_nodepool
 from tests.aws.nodeclasses import ec2nodeclass
 from tests.motofixture import CLUSTER, REGION, ZONES, MotoServer, Network, seed_network
 
@@ -525,3 +532,64 @@ async def test_fleet_capacity_errors_reach_mark_unavailable(world: World) -> Non
         out = await world.provider.create(nodeclaim(types=("m5.large", "m5.xlarge")))
     assert out.metadata.labels[LABEL_INSTANCE_TYPE] == "m5.xlarge"
     assert heard == [[("m5.large", B, "on-demand")]]
+
+
+# ---------------------------------------------------------------- v1beta1 kubelet compatibility
+
+COMPAT_KUBELET = {"maxPods": 20, "clusterDNS": ["10.0.1.100"]}
+
+
+async def test_instance_types_of_a_converted_pool_use_its_kubelet(world: World) -> None:
+    pool = converted_nodepool(COMPAT_KUBELET)
+    types = {t.name: t for t in await world.provider.get_instance_types(pool)}
+    assert format_resources(types["m5.large"].capacity) == {**M5_LARGE_CAPACITY, "pods": "20"}
+    assert format_resources(types["m5.large"].allocatable) == {
+        **M5_LARGE_ALLOCATABLE,
+        "pods": "20",
+    }
+    # The class's own settings (none) still serve pools without the annotation.
+    plain = {t.name: t for t in await world.provider.get_instance_types(nodepool())}
+    assert format_resources(plain["m5.large"].allocatable) == M5_LARGE_ALLOCATABLE
+    broken = nodepool()
+    broken.metadata.annotations[convert.KUBELET_ANNOTATION] = '{"maxPods":"many"}'
+    assert await world.provider.get_instance_types(broken) == []
+
+
+async def test_launch_of_a_converted_pool_claim_has_its_kubelet_in_user_data(
+    world: World,
+) -> None:
+    pool = converted_nodepool(COMPAT_KUBELET)
+    claim = nodeclaim()
+    claim.metadata.annotations[convert.KUBELET_ANNOTATION] = pool.metadata.annotations[
+        convert.KUBELET_ANNOTATION
+    ]
+    out = await world.provider.create(claim)
+    assert out.status.allocatable == {**M5_LARGE_ALLOCATABLE, "pods": "20"}
+    templates = (
+        await world.aws.ec2.describe_launch_templates(
+            Filters=[{"Name": "tag:karpenter.k8s.aws/ec2nodeclass", "Values": ["default"]}]
+        )
+    )["LaunchTemplates"]
+    (name,) = [t["LaunchTemplateName"] for t in templates]
+    version = (
+        await world.aws.ec2.describe_launch_template_versions(
+            LaunchTemplateName=name, Versions=["$Latest"]
+        )
+    )["LaunchTemplateVersions"][0]
+    text = base64.b64decode(version["LaunchTemplateData"]["UserData"]).decode()
+    (part,) = [
+        p for p in userdata.parse_mime(text) if p.content_type == userdata.NODECONFIG_CONTENT_TYPE
+    ]
+    assert yaml.safe_load(part.body)["spec"]["kubelet"]["config"] == COMPAT_KUBELET
+
+
+async def test_launch_with_an_unreadable_kubelet_annotation_fails(world: World) -> None:
+    claim = nodeclaim()
+    claim.metadata.annotations[convert.KUBELET_ANNOTATION] = "{maxPods: 20}"
+    with pytest.raises(CreateError) as err:
+        await world.provider.create(claim)
+    assert str(err.value) == (
+        f"nodeclaim {claim.name}: annotation {convert.KUBELET_ANNOTATION} is not valid JSON: "
+        "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+    )
+    assert await _instances_of(world.aws, claim.name) == []

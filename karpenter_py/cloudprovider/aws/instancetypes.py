@@ -241,12 +241,18 @@ def _resource_setting(kubelet: Mapping[str, object], key: str, nodeclass: str) -
 
 
 def knobs_for(
-    nodeclass: EC2NodeClass, *, vm_memory_overhead_percent: float, reserved_enis: int
+    nodeclass: EC2NodeClass,
+    *,
+    vm_memory_overhead_percent: float,
+    reserved_enis: int,
+    kubelet: Mapping[str, object] | None = None,
 ) -> NodeKnobs:
-    """The settings of ``nodeclass`` that change capacity and overhead."""
+    """The settings of ``nodeclass`` that change capacity and overhead. ``kubelet``: the
+    kubelet settings in effect (``convert.kubelet_in_effect``), None for the class's own."""
     spec = nodeclass.spec
     family = spec.resolved_ami_family()
-    kubelet: Mapping[str, object] = spec.kubelet or {}
+    if kubelet is None:
+        kubelet = spec.kubelet or {}
     name = nodeclass.metadata.name or ""
     eviction = kubelet.get("evictionHard")
     return NodeKnobs(
@@ -323,13 +329,13 @@ def resolve_instance_types(
     return out
 
 
-def _cache_key(nodeclass: EC2NodeClass) -> tuple[object, ...]:
+def _cache_key(nodeclass: EC2NodeClass, kubelet: Mapping[str, object] | None) -> tuple[object, ...]:
     spec = nodeclass.spec
     zones = tuple(sorted({(s.zone, s.zone_id) for s in nodeclass.status.subnets}))
     mappings = [m.model_dump(mode="json") for m in spec.block_device_mappings or ()]
     return (
         zones,
-        json.dumps(spec.kubelet or {}, sort_keys=True, default=str),
+        json.dumps(spec.kubelet if kubelet is None else kubelet, sort_keys=True, default=str),
         json.dumps(mappings, sort_keys=True),
         spec.resolved_ami_family(),
         spec.instance_store_policy,
@@ -462,9 +468,13 @@ class InstanceTypeProvider:
             raise ValueError("DescribeInstanceTypes returned no hvm x86_64/arm64 instance types")
         return tuple(sorted(described, key=lambda f: f.name))
 
-    def list(self, nodeclass: EC2NodeClass) -> list[InstanceType]:
-        """The instance types for ``nodeclass``; the same list object while nothing changed."""
-        key = (self.seq_num, self._pricing.seq_num, *_cache_key(nodeclass))
+    def list(
+        self, nodeclass: EC2NodeClass, kubelet: Mapping[str, object] | None = None
+    ) -> list[InstanceType]:
+        """The instance types for ``nodeclass``; the same list object while nothing changed.
+        ``kubelet``: the kubelet settings in effect when they are not the class's own (a
+        NodePool's kubelet compatibility annotation)."""
+        key = (self.seq_num, self._pricing.seq_num, *_cache_key(nodeclass, kubelet))
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -482,6 +492,7 @@ class InstanceTypeProvider:
                     nodeclass,
                     vm_memory_overhead_percent=self._vm_overhead,
                     reserved_enis=self._reserved_enis,
+                    kubelet=kubelet,
                 ),
                 pricing=self._pricing,
             )

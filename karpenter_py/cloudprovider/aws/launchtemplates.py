@@ -8,8 +8,9 @@ re-created; a template CreateFleet reports missing is dropped from the cache (``
 
 Gap vs upstream: cache eviction does not delete the template in EC2 (the EC2NodeClass finalizer
 does, via :func:`delete_launch_templates`), and maxPods/reserved resources are not resolved per
-instance type (only the EC2NodeClass kubelet values are used), so one template serves every
-instance type of an AMI.
+instance type (only the kubelet values in effect are used: the EC2NodeClass's, or the
+NodeClaim's kubelet compatibility annotation), so one template serves every instance type of an
+AMI.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from karpenter_py.cloudprovider.aws import userdata
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, paginate
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.model.api.common import NodeSelectorRequirement
+from karpenter_py.model.api.convert import kubelet_in_effect
 from karpenter_py.model.api.ec2nodeclass import AMI, BlockDeviceMapping, EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.instancetype import InstanceType
@@ -169,7 +171,10 @@ def bootstrap_options(
         service_cidr=cluster.service_cidr,
         labels=labels,
         taints=tuple(taints),
-        kubelet=dict(nodeclass.spec.kubelet or {}),
+        # A NodeClaim of a NodePool converted from v1beta1 carries that pool's kubelet block.
+        kubelet=dict(
+            kubelet_in_effect(nodeclaim.metadata.annotations, nodeclass.spec.kubelet) or {}
+        ),
         user_data=nodeclass.spec.user_data,
     )
 

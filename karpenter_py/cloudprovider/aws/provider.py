@@ -29,12 +29,14 @@ from karpenter_py.cloudprovider.aws.drift import (
 from karpenter_py.cloudprovider.aws.instance import Instance, InstanceProvider, parse_provider_id
 from karpenter_py.cloudprovider.aws.instancetypes import InstanceTypeProvider
 from karpenter_py.cloudprovider.errors import (
+    CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
 from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
 from karpenter_py.cloudprovider.selection import Unavailable, candidates, with_offerings
+from karpenter_py.model.api.convert import ConversionError, kubelet_in_effect
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
@@ -120,16 +122,30 @@ class AwsCloudProvider:
         nodeclass = self._ready_nodeclass(nodepool.spec.template.spec.node_class_ref.name)
         if nodeclass is None:
             return []
+        try:
+            kubelet = kubelet_in_effect(nodepool.metadata.annotations, nodeclass.spec.kubelet)
+        except ConversionError as err:
+            # Upstream fails the pool's instance types: the pool is skipped, the others plan.
+            log.warning(
+                "nodepool skipped: unreadable kubelet compatibility annotation",
+                extra={"nodepool": nodepool.metadata.name, "error": str(err)},
+            )
+            return []
         await self._ensure_loaded()
-        return self.instance_types.list(nodeclass)
+        return self.instance_types.list(nodeclass, kubelet)
 
     async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         ref = nodeclaim.spec.node_class_ref
         nodeclass = self._ready_nodeclass(ref.name)
         if nodeclass is None:
             raise NodeClassNotReadyError(f"EC2NodeClass {ref.name!r} is missing or not Ready")
+        try:
+            # The claim's own copy of its NodePool's annotation (written when it was created).
+            kubelet = kubelet_in_effect(nodeclaim.metadata.annotations, nodeclass.spec.kubelet)
+        except ConversionError as err:
+            raise CreateError(f"nodeclaim {nodeclaim.name}: {err}") from None
         await self._ensure_loaded()
-        types = self.instance_types.list(nodeclass)
+        types = self.instance_types.list(nodeclass, kubelet)
         existing = await self._launched_for(nodeclaim.name)
         if existing is not None:
             log.info(

@@ -12,6 +12,9 @@ webhook):
 * The v1beta1 ``kubelet`` block of a NodePool template or NodeClaim has no place in v1 (v1 keeps
   kubelet settings on the EC2NodeClass): it is kept, as JSON, in the
   ``compatibility.karpenter.sh/v1beta1-kubelet-conversion`` annotation, and comes back from it.
+  The AWS provider reads that annotation back (:func:`kubelet_in_effect`): as upstream's v1.0,
+  a NodePool or NodeClaim carrying it launches with those kubelet settings in place of the
+  EC2NodeClass's ``spec.kubelet``.
 * An EC2NodeClass with no ``amiSelectorTerms`` used its family's latest EKS-optimized AMI: in v1
   that is the alias term ``<family>@latest``. ``amiFamily: Ubuntu`` (gone in v1) becomes AL2 with
   Ubuntu's root device, noted in the ``compatibility.karpenter.k8s.aws/v1beta1-ubuntu``
@@ -36,6 +39,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, cast
 
+from pydantic import ValidationError
+
+from karpenter_py.model.api.v1beta1.common import KubeletConfiguration
 from karpenter_py.model.labels import AWS_GROUP, GROUP, KWOK_GROUP
 
 JSON = dict[str, object]
@@ -73,6 +79,11 @@ _ALIAS_OF: Final = {
     "Windows2025": "windows2025",
 }
 _FAMILY_OF_ALIAS: Final = {alias: family for family, alias in _ALIAS_OF.items()}
+# The v1beta1 kubelet block's fields (KubeletConfiguration's aliases): what the kubelet
+# compatibility annotation may carry.
+_V1BETA1_KUBELET_FIELDS: Final = frozenset(
+    str(f.alias) for f in KubeletConfiguration.model_fields.values() if f.alias
+)
 # Fields of a v1beta1 AMI term (v1 adds alias and ssmParameter).
 _V1BETA1_AMI_TERM_FIELDS: Final = frozenset({"tags", "id", "name", "owner"})
 
@@ -262,6 +273,49 @@ def _claim_spec_to_v1(obj: JSON, spec: JSON, changes: list[str], where: str) -> 
             "(v1 sets kubelet on the EC2NodeClass: move it to its spec.kubelet)"
         )
     return out
+
+
+def kubelet_from_annotation(annotations: Mapping[str, str]) -> JSON | None:
+    """The kubelet settings in a NodePool's or NodeClaim's kubelet compatibility annotation, as
+    v1 EC2NodeClass ``spec.kubelet`` fields; None when there is no annotation.
+
+    The annotation holds a v1beta1 kubelet block (what :func:`to_v1` wrote). It is read as
+    v1beta1 read it: the v1beta1 fields only (others are ignored, as a Go unmarshal would), each
+    with its v1beta1 type. An unreadable annotation is a ConversionError: upstream refuses to
+    launch with it rather than silently fall back to the EC2NodeClass's settings.
+    """
+    text = annotations.get(KUBELET_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConversionError(f"annotation {KUBELET_ANNOTATION} is not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConversionError(f"annotation {KUBELET_ANNOTATION} is not a JSON object")
+    known = {k: v for k, v in raw.items() if k in _V1BETA1_KUBELET_FIELDS}
+    try:
+        kubelet = KubeletConfiguration.model_validate(known)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
+        )
+        raise ConversionError(f"annotation {KUBELET_ANNOTATION}: {problems}") from None
+    return cast(JSON, kubelet.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def kubelet_in_effect(
+    annotations: Mapping[str, str], nodeclass_kubelet: Mapping[str, object] | None
+) -> Mapping[str, object] | None:
+    """The kubelet settings a node gets: those of the kubelet compatibility annotation (a
+    NodePool or NodeClaim converted from v1beta1) when present, else the EC2NodeClass's own.
+
+    Upstream's order (v1.0 ``GetKubletConfigurationWithNodePool``): the annotation wins even over
+    a ``spec.kubelet`` set on the EC2NodeClass, and replaces it whole (no merge); removing the
+    annotation from the NodePool is how a user moves on to the EC2NodeClass's settings.
+    """
+    from_annotation = kubelet_from_annotation(annotations)
+    return from_annotation if from_annotation is not None else nodeclass_kubelet
 
 
 def _claim_spec_to_v1beta1(obj: JSON, spec: JSON) -> JSON:

@@ -28,8 +28,10 @@ from karpenter_py.cloudprovider.aws.instancetypes import (
     offerings_for,
     resolve_instance_types,
 )
+from karpenter_py.model.api import convert
 from karpenter_py.model.api.ec2nodeclass import BlockDeviceMapping, EC2NodeClass
 from karpenter_py.model.labels import AWS_LABEL_TOPOLOGY_ZONE_ID, LABEL_OS, LABEL_TOPOLOGY_ZONE
+from tests.aws.launchsupport import converted_nodepool
 
 MI = 2**20
 GI = 2**30
@@ -391,3 +393,76 @@ def test_knobs_ignore_unparsable_kubelet_values():
     assert dict(knobs.kube_reserved) == {"cpu": 1000}
     assert knobs.ami_family == "AL2023"
     assert knobs.ephemeral_storage == 20 * GI
+
+
+# ------------------------------------------- the kubelet compatibility annotation (v1beta1 pools)
+
+V1BETA1_KUBELET = {
+    "maxPods": 20,
+    "kubeReserved": {"cpu": "200m", "memory": "1Gi"},
+    "systemReserved": {"cpu": "100m", "memory": "100Mi"},
+    "evictionHard": {"memory.available": "5%"},
+}
+# 5 % of m5.large's 7577Mi after the 7.5 % VM overhead: ceil(7945060352 / 100 * 5)
+FIVE_PERCENT_OF_M5_LARGE = 397253018
+
+
+@pytest.mark.parametrize(
+    ("pool_kubelet", "class_kubelet", "capacity", "allocatable"),
+    [
+        (  # no kubelet anywhere: the defaults
+            None,
+            None,
+            {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 29},
+            {"cpu": 1930, "memory": 6903 * MI, "ephemeral-storage": 17 * GI, "pods": 29},
+        ),
+        (  # the converted pool's kubelet block, the class has none
+            V1BETA1_KUBELET,
+            None,
+            {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 20},
+            {
+                "cpu": 2000 - 200 - 100,
+                "memory": (7577 - 1024 - 100) * MI - FIVE_PERCENT_OF_M5_LARGE,
+                "ephemeral-storage": 17 * GI,
+                "pods": 20,
+            },
+        ),
+        (  # the class's own kubelet when the pool has no annotation
+            None,
+            {"maxPods": 110},
+            {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 110},
+            {"cpu": 1930, "memory": 6903 * MI, "ephemeral-storage": 17 * GI, "pods": 110},
+        ),
+        (  # both: the annotation wins, whole (upstream v1.0), so no trace of maxPods 110
+            {"maxPods": 20},
+            {"maxPods": 110, "systemReserved": {"cpu": "500m"}},
+            {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 20},
+            {"cpu": 1930, "memory": 6903 * MI, "ephemeral-storage": 17 * GI, "pods": 20},
+        ),
+    ],
+)
+def test_kubelet_annotation_sets_capacity_and_allocatable(
+    records, pool_kubelet, class_kubelet, capacity, allocatable
+):
+    nc = nodeclass(**({"kubelet": class_kubelet} if class_kubelet is not None else {}))
+    kubelet = convert.kubelet_in_effect(
+        converted_nodepool(pool_kubelet).metadata.annotations, nc.spec.kubelet
+    )
+    knobs = knobs_for(nc, vm_memory_overhead_percent=0.075, reserved_enis=0, kubelet=kubelet)
+    it = build(records, "m5.large", knobs)
+    assert dict(it.capacity) == capacity
+    assert dict(it.allocatable) == allocatable
+
+
+def test_knobs_from_the_annotation_kubelet():
+    kubelet = convert.kubelet_in_effect(
+        converted_nodepool(V1BETA1_KUBELET).metadata.annotations, None
+    )
+    assert knobs_for(
+        nodeclass(), vm_memory_overhead_percent=0.075, reserved_enis=0, kubelet=kubelet
+    ) == NodeKnobs(
+        max_pods=20,
+        kube_reserved={"cpu": 200, "memory": GI},
+        system_reserved={"cpu": 100, "memory": 100 * MI},
+        eviction_hard={"memory.available": "5%"},
+    )
