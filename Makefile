@@ -31,13 +31,20 @@ unit: venv
 	$(PYTHON) -m pytest -q tests -m "not cluster"
 
 # Everything CI runs: static checks, then the whole suite (the cluster tests build the control plane).
-test: venv lint imports typecheck controlplane helm
+test: venv lint imports typecheck controlplane helm image
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 # A real helm binary from Go modules (helm.sh/helm/v3), cached in ~/.cache/karpenter-py/helm/<hash>;
 # the chart tests (tests/helm) find it through tests/helmtool.py.
 helm:
 	bash hack/helm/build.sh
+
+# The controller image (linux/amd64 + linux/arm64) from Debian bookworm's packages and the locked
+# wheels, no Docker: an OCI image layout in dist/image, cached in ~/.cache/karpenter-py/image/<hash>;
+# the image tests (tests/image) find it through tests/imagetool.py.
+.PHONY: image
+image: venv
+	bash hack/image/build.sh --dist dist/image
 
 crds: venv
 	.venv/bin/karpenter-py crds --out manifests/crds
