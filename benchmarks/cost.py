@@ -24,8 +24,8 @@ Workloads (seeded, deterministic; every pool requires linux):
   nodes, arm64 only and amd64 only (the last must cost nothing on this pool).
 * ``diverse``: upstream's scheduling-benchmark mix for 1,000 pods (``benchmarks/scheduling.py``):
   zone and hostname spread, zone self-affinity, hostname anti-affinity.
-* ``basic``: upstream's Basic scale-out pods (``benchmarks/e2e.py``): 500 of 0.9 CPU / 3,100 Mi
-  and 500 of 3.5 CPU / 28 Gi, no constraints.
+* ``basic``: upstream's Basic scale-out pods (as ``benchmarks/e2e.py`` creates them): 500 of
+  0.9 CPU / 3,100 Mi and 500 of 3.5 CPU / 28 Gi, no constraints.
 
 ``topology`` marks the workloads with spread or pod (anti-)affinity; the ratio target (packed
 within 5 % of the bound) is for the others only.
@@ -611,16 +611,19 @@ def diverse(count: int = 1000) -> Workload:
     return Workload("diverse", tuple(diverse_pods(count)), _pool(), topology=True)
 
 
-def basic(replicas: int = 500) -> Workload:
-    from benchmarks.e2e import DEPLOYMENTS_SHAPES  # heavy module: only when this workload runs
+# Upstream's Basic scale-out Deployments (name, cpu, memory), as benchmarks/e2e.py runs them;
+# not imported from there: e2e.py pulls in the kube client and the control-plane helpers.
+BASIC_SHAPES = (("small", "900m", "3100Mi"), ("large", "3500m", "28Gi"))
 
+
+def basic(replicas: int = 500) -> Workload:
     pods = [
         _pod(
             f"{name}-{r}",
             {"app": name},
             {"containers": [{"name": "c", "resources": _res(cpu, mem)}]},
         )
-        for name, cpu, mem in DEPLOYMENTS_SHAPES
+        for name, cpu, mem in BASIC_SHAPES
         for r in range(replicas)
     ]
     return Workload("basic", tuple(pods), _pool())
