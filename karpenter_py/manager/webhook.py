@@ -2,7 +2,10 @@
 
 The API server calls ``POST /convert`` with a ConversionReview whenever a client reads or writes a
 NodePool, NodeClaim or EC2NodeClass as ``v1beta1`` (the CRDs store ``v1``); the answer comes from
-``karpenter_py.model.api.conversionreview``. v1 requests never reach the webhook.
+``karpenter_py.model.api.conversionreview``. v1 requests never reach the webhook. A v1beta1
+NodeClaim converted to v1 takes its NodePool's ``expireAfter``: the server GETs the NodePools
+the request names (a NodePool that does not exist leaves the default; any other error answers
+the review with a Failure, as upstream's webhook fails the conversion).
 
 :class:`CertController` owns the TLS material: it keeps a self-signed CA and a serving
 certificate in a ``kubernetes.io/tls`` Secret in the controller's namespace (``ca.crt``,
@@ -28,7 +31,7 @@ import logging
 import socket
 import ssl
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -38,11 +41,16 @@ import orjson
 from aiohttp import web
 
 from karpenter_py.kube import KubeClient
-from karpenter_py.kube.errors import AlreadyExistsError, ConflictError, NotFoundError
+from karpenter_py.kube.errors import AlreadyExistsError, ConflictError, KubeError, NotFoundError
 from karpenter_py.kube.objects import KubeObject
-from karpenter_py.kube.resources import Resource
+from karpenter_py.kube.resources import NODEPOOLS, Resource
 from karpenter_py.manager.certs import CertBundle, make_bundle, not_after
-from karpenter_py.model.api.conversionreview import ReviewError, review_response
+from karpenter_py.model.api.conversionreview import (
+    ReviewError,
+    failure_response,
+    nodepools_needed,
+    review_response,
+)
 
 log = logging.getLogger(__name__)
 
@@ -274,22 +282,42 @@ def _load(ctx: ssl.SSLContext, bundle: CertBundle) -> None:
         ctx.load_cert_chain(cert, key)
 
 
-async def _convert(request: web.Request) -> web.Response:
-    try:
-        review = orjson.loads(await request.read())
-        answer = review_response(review)
-    except (orjson.JSONDecodeError, ReviewError) as err:
-        return web.Response(status=400, text=f"bad ConversionReview: {err}\n")
-    return web.Response(body=orjson.dumps(answer), content_type="application/json")
+# A v1 NodePool by name, None when there is none.
+NodePoolLookup = Callable[[str], Awaitable[KubeObject | None]]
+
+
+def nodepool_lookup(client: KubeClient) -> NodePoolLookup:
+    """NodePools read from the API server (storage is v1, so no conversion call back here)."""
+
+    async def get(name: str) -> KubeObject | None:
+        try:
+            return await client.get(NODEPOOLS, name)
+        except NotFoundError:
+            return None
+
+    return get
+
+
+async def _no_nodepool(name: str) -> KubeObject | None:
+    return None
 
 
 class WebhookServer:
     """HTTPS ``/convert`` on ``host:port``; :meth:`use` swaps the certificate for new
-    connections. Enter with ``async with`` after the first :meth:`use`."""
+    connections. Enter with ``async with`` after the first :meth:`use`. ``nodepool`` looks up
+    the NodePools converting v1beta1 NodeClaims reads (none: every NodeClaim keeps the default
+    expireAfter)."""
 
-    def __init__(self, *, host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "0.0.0.0",
+        port: int = DEFAULT_PORT,
+        nodepool: NodePoolLookup = _no_nodepool,
+    ) -> None:
         self.host = host
         self.port = port
+        self._nodepool = nodepool
         self._ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
         self._loaded = False
@@ -300,11 +328,29 @@ class WebhookServer:
         _load(self._ssl, bundle)
         self._loaded = True
 
+    async def _convert(self, request: web.Request) -> web.Response:
+        try:
+            review = orjson.loads(await request.read())
+            names = nodepools_needed(review)
+        except (orjson.JSONDecodeError, ReviewError) as err:
+            return web.Response(status=400, text=f"bad ConversionReview: {err}\n")
+        nodepools: dict[str, KubeObject] = {}
+        for name in names:
+            try:
+                found = await self._nodepool(name)
+            except KubeError as err:
+                answer = failure_response(review, f"getting NodePool {name}: {err}")
+                return web.Response(body=orjson.dumps(answer), content_type="application/json")
+            if found is not None:
+                nodepools[name] = found
+        answer = review_response(review, nodepools)
+        return web.Response(body=orjson.dumps(answer), content_type="application/json")
+
     async def __aenter__(self) -> Self:
         if not self._loaded:
             raise RuntimeError("WebhookServer needs a certificate (use()) before it starts")
         app = web.Application()
-        app.router.add_post(CONVERT_PATH, _convert)
+        app.router.add_post(CONVERT_PATH, self._convert)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         self._runner = runner
@@ -339,7 +385,7 @@ async def serve(
     client: KubeClient, config: WebhookConfig, *, host: str = "0.0.0.0", now: Now = _utcnow
 ) -> None:
     """Run the certificate controller and the HTTPS server until cancelled."""
-    server = WebhookServer(host=host, port=config.port)
+    server = WebhookServer(host=host, port=config.port, nodepool=nodepool_lookup(client))
     controller = CertController(client, config, on_change=server.use, now=now)
     while True:  # no certificate yet (no RBAC, API server away, ...): keep trying, never crash
         try:

@@ -5,13 +5,16 @@ The API server POSTs ``{"apiVersion": "apiextensions.k8s.io/v1", "kind": "Conver
 ``convertedObjects`` in ``desiredAPIVersion`` (in request order) and ``result.status``
 ``Success``, or ``Failure`` with a ``message`` the API server passes on to the client (then no
 object is converted and nothing is written). Conversion is ``karpenter_py.model.api.convert``.
+
+Converting a v1beta1 NodeClaim to v1 reads its NodePool: the webhook fetches the ones
+:func:`nodepools_needed` names and passes those that exist to :func:`review_response`.
 """
 
 from __future__ import annotations
 
 from typing import Final, cast
 
-from karpenter_py.model.api.convert import ConversionError, convert
+from karpenter_py.model.api.convert import ConversionError, NodePools, convert, nodepool_needed
 
 JSON = dict[str, object]
 
@@ -38,8 +41,32 @@ def _request_of(review: object) -> JSON:
     return cast(JSON, request)
 
 
-def review_response(review: object) -> JSON:
-    """The ConversionReview response for a request; raises ReviewError for a malformed one."""
+def nodepools_needed(review: object) -> list[str]:
+    """The NodePools converting this request's objects reads (sorted, no repeats); raises
+    ReviewError for a malformed request."""
+    request = _request_of(review)
+    desired = request.get("desiredAPIVersion")
+    objects = request.get("objects")
+    if not isinstance(desired, str) or not isinstance(objects, list):
+        return []  # review_response answers these with the reason
+    names = {nodepool_needed(obj, desired) for obj in cast(list[object], objects)}
+    return sorted(name for name in names if name is not None)
+
+
+def failure_response(review: object, message: str) -> JSON:
+    """A Failure answer to a well-formed request (nothing is converted)."""
+    request = _request_of(review)
+    response: JSON = {
+        "uid": request["uid"],
+        "convertedObjects": [],
+        "result": {"status": "Failure", "message": message},
+    }
+    return {"apiVersion": REVIEW_API_VERSION, "kind": REVIEW_KIND, "response": response}
+
+
+def review_response(review: object, nodepools: NodePools | None = None) -> JSON:
+    """The ConversionReview response for a request; raises ReviewError for a malformed one.
+    ``nodepools``: the existing v1 NodePools :func:`nodepools_needed` named, by name."""
     request = _request_of(review)
     desired = request.get("desiredAPIVersion")
     objects = request.get("objects")
@@ -52,12 +79,11 @@ def review_response(review: object) -> JSON:
         converted = []
         for i, obj in enumerate(cast(list[object], objects)):
             try:
-                converted.append(convert(obj, desired))
+                converted.append(convert(obj, desired, nodepools or {}))
             except ConversionError as err:
                 raise ConversionError(f"{_describe(obj, i)}: {err}") from None
     except ConversionError as err:
-        response["convertedObjects"] = []
-        response["result"] = {"status": "Failure", "message": str(err)}
+        return failure_response(review, str(err))
     else:
         response["convertedObjects"] = converted
         response["result"] = {"status": "Success"}

@@ -9,6 +9,11 @@ webhook):
 * ``consolidationPolicy: WhenUnderutilized`` is ``WhenEmptyOrUnderutilized``; v1 requires
   ``consolidateAfter``, which v1beta1 could leave out with WhenUnderutilized: it becomes ``0s``.
 * ``disruption.expireAfter`` moves to ``template.spec.expireAfter``.
+* A v1beta1 NodeClaim has no expireAfter (its NodePool's ``disruption`` had it): in v1 it gets
+  the ``template.spec.expireAfter`` of the NodePool its ``karpenter.sh/nodepool`` label names,
+  as upstream's webhook looks that NodePool up. The caller supplies the NodePools (this module
+  does no I/O); a NodeClaim without the label, or whose NodePool does not exist, is left without
+  one and the CRD's default (720h) applies.
 * The v1beta1 ``kubelet`` block of a NodePool template or NodeClaim has no place in v1 (v1 keeps
   kubelet settings on the EC2NodeClass): it is kept, as JSON, in the
   ``compatibility.karpenter.sh/v1beta1-kubelet-conversion`` annotation, and comes back from it.
@@ -42,9 +47,12 @@ from typing import Final, cast
 from pydantic import ValidationError
 
 from karpenter_py.model.api.v1beta1.common import KubeletConfiguration
-from karpenter_py.model.labels import AWS_GROUP, GROUP, KWOK_GROUP
+from karpenter_py.model.labels import AWS_GROUP, GROUP, KWOK_GROUP, LABEL_NODEPOOL
 
 JSON = dict[str, object]
+# v1 NodePools by name: the facts converting a v1beta1 NodeClaim reads (see nodepool_needed).
+NodePools = Mapping[str, Mapping[str, object]]
+_NO_NODEPOOLS: Final[NodePools] = {}
 
 V1_NODEPOOL: Final = f"{GROUP}/v1"
 V1BETA1_NODEPOOL: Final = f"{GROUP}/v1beta1"
@@ -219,7 +227,7 @@ def _restore_v1_fields(obj: JSON, saved: object) -> None:
 # ----------------------------------------------------------------------------- NodePool
 
 
-def _nodepool_to_v1(obj: JSON, changes: list[str]) -> JSON:
+def _nodepool_to_v1(obj: JSON, changes: list[str], _pools: NodePools) -> JSON:
     saved = _pop_json_annotation(obj, V1_FIELDS_ANNOTATION)
     spec = _obj(obj.get("spec"))
     template = _obj(spec.get("template"))
@@ -355,11 +363,22 @@ def _nodepool_to_v1beta1(obj: JSON) -> JSON:
 # ----------------------------------------------------------------------------- NodeClaim
 
 
-def _nodeclaim_to_v1(obj: JSON, changes: list[str]) -> JSON:
+def _nodeclaim_to_v1(obj: JSON, changes: list[str], pools: NodePools) -> JSON:
     saved = _pop_json_annotation(obj, V1_FIELDS_ANNOTATION)
-    obj["spec"] = _claim_spec_to_v1(obj, _obj(obj.get("spec")), changes, "spec")
+    spec = _claim_spec_to_v1(obj, _obj(obj.get("spec")), changes, "spec")
+    obj["spec"] = spec
     obj["apiVersion"] = V1_NODEPOOL
     _restore_v1_fields(obj, saved)
+    spec = _obj(obj.get("spec"))
+    pool_name = nodepool_of(obj)
+    pool = pools.get(pool_name) if pool_name is not None else None
+    expire_after = _obj(_obj(_obj(_obj(pool).get("spec")).get("template")).get("spec")).get(
+        "expireAfter"
+    )
+    # A v1 claim read and written back through v1beta1 keeps its own (restored) expiry.
+    if expire_after is not None and "expireAfter" not in spec:
+        spec["expireAfter"] = expire_after
+        changes.append(f"spec.expireAfter: {expire_after}, from NodePool {pool_name}")
     return obj
 
 
@@ -374,7 +393,7 @@ def _nodeclaim_to_v1beta1(obj: JSON) -> JSON:
 # ----------------------------------------------------------------------------- EC2NodeClass
 
 
-def _ec2nodeclass_to_v1(obj: JSON, changes: list[str]) -> JSON:
+def _ec2nodeclass_to_v1(obj: JSON, changes: list[str], _pools: NodePools) -> JSON:
     saved = _pop_json_annotation(obj, V1_FIELDS_ANNOTATION)
     spec = _obj(obj.get("spec"))
     family = spec.get("amiFamily")
@@ -450,7 +469,7 @@ def _ec2nodeclass_to_v1beta1(obj: JSON) -> JSON:
 
 # ----------------------------------------------------------------------------- entry points
 
-_ToV1 = Callable[[JSON, list[str]], JSON]
+_ToV1 = Callable[[JSON, list[str], NodePools], JSON]
 _ToV1beta1 = Callable[[JSON], JSON]
 _RULES: Final[Mapping[tuple[str, str], tuple[str, str, _ToV1, _ToV1beta1]]] = {
     # (group, kind) -> (v1 apiVersion, v1beta1 apiVersion, to v1, to v1beta1)
@@ -489,13 +508,35 @@ def _finish(obj: JSON) -> JSON:
     return obj
 
 
-def to_v1(obj: object) -> Converted:
-    """The v1 form of a v1beta1 (or already v1) object, with what changed."""
+def nodepool_of(obj: Mapping[str, object]) -> str | None:
+    """The NodePool a NodeClaim's ``karpenter.sh/nodepool`` label names (None: no label)."""
+    name = _obj(_obj(obj.get("metadata")).get("labels")).get(LABEL_NODEPOOL)
+    return name if isinstance(name, str) and name else None
+
+
+def nodepool_needed(obj: object, desired_api_version: str) -> str | None:
+    """The NodePool converting ``obj`` to ``desired_api_version`` reads: a v1beta1 NodeClaim's
+    when v1 is wanted (its expireAfter comes from there), else None."""
+    if not isinstance(obj, dict):
+        return None
+    doc = cast(JSON, obj)
+    if (
+        doc.get("kind") == "NodeClaim"
+        and doc.get("apiVersion") == V1BETA1_NODEPOOL
+        and desired_api_version == V1_NODEPOOL
+    ):
+        return nodepool_of(doc)
+    return None
+
+
+def to_v1(obj: object, nodepools: NodePools = _NO_NODEPOOLS) -> Converted:
+    """The v1 form of a v1beta1 (or already v1) object, with what changed. ``nodepools``: the
+    v1 NodePools that exist, by name (:func:`nodepool_needed` says which one an object needs)."""
     doc, api_version, (v1, _, forward, _back) = _rules(obj)
     if api_version == v1:
         return Converted(doc, ())
     changes: list[str] = [f"apiVersion: {api_version} is now {v1}"]
-    return Converted(_finish(forward(doc, changes)), tuple(changes))
+    return Converted(_finish(forward(doc, changes, nodepools)), tuple(changes))
 
 
 def to_v1beta1(obj: object) -> JSON:
@@ -505,15 +546,15 @@ def to_v1beta1(obj: object) -> JSON:
         return doc
     original = copy.deepcopy(doc)
     beta = _finish(back(doc))
-    _keep_v1_fields(original, beta, lambda b: _finish(forward(b, [])))
+    _keep_v1_fields(original, beta, lambda b: _finish(forward(b, [], _NO_NODEPOOLS)))
     return beta
 
 
-def convert(obj: object, desired_api_version: str) -> JSON:
+def convert(obj: object, desired_api_version: str, nodepools: NodePools = _NO_NODEPOOLS) -> JSON:
     """``obj`` in ``desired_api_version`` (what a ConversionReview asks for)."""
     doc, _, (v1, v1beta1, _f, _b) = _rules(obj)
     if desired_api_version == v1:
-        return to_v1(doc).object
+        return to_v1(doc, nodepools).object
     if desired_api_version == v1beta1:
         return to_v1beta1(doc)
     raise ConversionError(f"cannot convert {doc.get('kind')} to {desired_api_version!r}")

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from karpenter_py.kube.errors import TransportError
 from karpenter_py.manager.certs import CertBundle, make_bundle, not_after
 from karpenter_py.manager.settings import load_settings
 from karpenter_py.manager.webhook import WebhookConfig, WebhookServer, bundle_of
@@ -133,3 +134,64 @@ async def test_server_answers_reviews_over_tls(server: tuple[WebhookServer, Cert
         with pytest.raises(aiohttp.ClientConnectorCertificateError):
             async with session.post(url, json=review, ssl=_client_ssl(bundle)):
                 pass
+
+
+def _beta_claim(pool: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1beta1",
+        "kind": "NodeClaim",
+        "metadata": {"name": f"{pool}-abcde", "labels": {"karpenter.sh/nodepool": pool}},
+        "spec": {"requirements": [], "nodeClassRef": {"name": "default"}},
+    }
+
+
+async def test_server_gives_v1beta1_nodeclaims_their_nodepool_expiry() -> None:
+    pools = {
+        "default": {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"expireAfter": "48h"}}},
+        }
+    }
+    asked: list[str] = []
+
+    async def lookup(name: str) -> dict[str, Any] | None:
+        asked.append(name)
+        if name == "unreachable":
+            raise TransportError("connection refused")
+        return pools.get(name)
+
+    bundle = make_bundle(["127.0.0.1"], now=dt.datetime.now(dt.UTC), validity=dt.timedelta(hours=1))
+    srv = WebhookServer(host="127.0.0.1", port=0, nodepool=lookup)
+    srv.use(bundle)
+
+    def review(*pools: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "ConversionReview",
+            "request": {
+                "uid": "u",
+                "desiredAPIVersion": "karpenter.sh/v1",
+                "objects": [_beta_claim(p) for p in pools],
+            },
+        }
+
+    async with srv, aiohttp.ClientSession() as session:
+        url = f"https://127.0.0.1:{srv.port}/convert"
+        async with session.post(url, json=review("default", "gone"), ssl=_client_ssl(bundle)) as r:
+            answer = await r.json()
+        assert [o["spec"].get("expireAfter") for o in answer["response"]["convertedObjects"]] == [
+            "48h",
+            None,
+        ]
+        async with session.post(url, json=review("unreachable"), ssl=_client_ssl(bundle)) as r:
+            assert (await r.json())["response"] == {
+                "uid": "u",
+                "convertedObjects": [],
+                "result": {
+                    "status": "Failure",
+                    "message": "getting NodePool unreachable: connection refused",
+                },
+            }
+    assert asked == ["default", "gone", "unreachable"]
