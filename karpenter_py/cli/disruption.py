@@ -51,8 +51,12 @@ Every node of the input (and every NodeClaim still in flight) is named once: as 
 one command, or in ``unchanged`` with the decision code's reason. ``cost.before`` is what all of
 them cost per hour; ``cost.after`` is that minus the commands' savings.
 
+Nodes without a NodePool in the input are decided about too, as ``plan`` plans for them: none
+is a candidate (the controller leaves nodes no NodePool manages alone), each is listed unchanged
+with the reason, and one warning on stderr says that no NodePool was found.
+
 Exit status: 0 when a decision was printed, 2 when the input is unusable (one line on stderr
-naming the file, document and field, as ``plan``).
+naming the file, document and field, as ``plan``) or holds neither a NodePool nor a Node.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ from karpenter_py.cli.plan import (
     ESTIMATED_MARK,
     EXIT_OK,
     EXIT_USAGE,
-    NO_NODEPOOL,
+    NO_NODEPOOL_OR_NODE,
     OutputFormat,
     PlanError,
     _money,
@@ -275,6 +279,12 @@ def refresh_conditions(nc: NodeClaim, np: NodePool, now: datetime) -> None:
         reason = nodepool_drift(nc, np)
         if reason:
             set_drifted(nc, reason, now)
+
+
+NO_NODEPOOL_CANDIDATES: Final = (
+    "no NodePool found; no node is a disruption candidate (nodes no NodePool manages are left "
+    "alone)"
+)
 
 
 # ----------------------------------------------------------------------------- the cluster
@@ -551,8 +561,13 @@ def run_disruption(
         manifests = load_manifests(files)
         for warning in manifests.cluster.warnings:
             print(f"warning: {warning}", file=stderr)
+        # Without NodePools the decision still runs: no node is a candidate, and each one is
+        # listed with why (as the controller leaves nodes no NodePool manages alone); with
+        # neither NodePools nor Nodes there is nothing to decide about.
+        if not manifests.pools and not manifests.cluster.nodes:
+            raise PlanError(NO_NODEPOOL_OR_NODE)
         if not manifests.pools:
-            raise PlanError(NO_NODEPOOL)
+            print(f"warning: {NO_NODEPOOL_CANDIDATES}", file=stderr)
         catalog = plan_cli.load_catalog(instance_types)
         result = plan_disruption(
             manifests.cluster,

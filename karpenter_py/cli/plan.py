@@ -44,7 +44,6 @@ EXIT_USAGE = 2
 ESTIMATED_MARK = "~"
 
 
-NO_NODEPOOL = "no NodePool found; plan needs at least one"
 # Without NodePools plan still places pods on the Nodes given, as the controller would, and
 # reports the rest unschedulable; with neither there is nothing to plan against.
 NO_NODEPOOL_OR_NODE = (

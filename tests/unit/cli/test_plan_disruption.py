@@ -565,12 +565,58 @@ def test_bad_now_and_now_without_disruption(
     assert capsys.readouterr().err == "error: --now needs --disruption\n"
 
 
-def test_no_nodepool_is_an_error(
+NO_POOL_TABLE = """\
+Disruption at 2026-01-01T01:00:00Z: 2 nodes, 0 disrupted by 0 commands
+
+Commands: none
+
+Unchanged nodes (2):
+NODE      REASON
+managed   NodePool 'gone' not found
+worker-1  not managed by Karpenter (no NodeClaim)
+
+Hourly cost: before $0.0000, after $0.0000, saving $0.0000
+"""
+NO_POOL_WARNING = (
+    "warning: no NodePool found; no node is a disruption candidate (nodes no NodePool manages "
+    "are left alone)\n"
+)
+
+
+def _no_pool_input(write: Writer) -> str:
+    """Nodes but no NodePool: a plain node with a pod and a Karpenter node whose NodePool is gone."""
+    return write(
+        node("worker-1", it=C2, pool=None), node("managed", pool="gone"), bound("a", "worker-1")
+    )
+
+
+def test_nodes_without_a_nodepool_are_left_alone(
     capsys: pytest.CaptureFixture[str], write: Writer, kwok: str
 ) -> None:
-    code, _, err = run(capsys, "-f", write(node("a")), "--instance-types", kwok, "--now", NOW)
-    assert code == 2
-    assert err == "error: no NodePool found; plan needs at least one\n"
+    path = _no_pool_input(write)
+    code, out, err = run(capsys, "-f", path, "--instance-types", kwok, "--now", NOW)
+    assert (code, out, err) == (0, NO_POOL_TABLE, NO_POOL_WARNING)
+    code, out, err = run(capsys, "-f", path, "--instance-types", kwok, "--now", NOW, "-o", "json")
+    assert (code, err) == (0, NO_POOL_WARNING)
+    assert json.loads(out) == {
+        "commands": [],
+        "unchanged": [
+            {"node": "managed", "reason": "NodePool 'gone' not found"},
+            {"node": "worker-1", "reason": "not managed by Karpenter (no NodeClaim)"},
+        ],
+        "cost": {"before": 0.0, "after": 0.0},
+    }
+
+
+def test_neither_nodepool_nor_node_is_an_error(
+    capsys: pytest.CaptureFixture[str], write: Writer, kwok: str
+) -> None:
+    code, out, err = run(capsys, "-f", write(), "--instance-types", kwok, "--now", NOW)
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: no NodePool or Node found; plan needs a NodePool to launch nodes for, or Nodes "
+        "to place pods on\n"
+    )
 
 
 def test_help_documents_the_offline_rules(capsys: pytest.CaptureFixture[str]) -> None:
