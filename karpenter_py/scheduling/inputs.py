@@ -61,6 +61,9 @@ class SolveOptions:
     # After the greedy pass, re-pack the round's new NodeClaims onto cheaper instance types
     # (scheduling.packing). False gives upstream's greedy plan, for comparison.
     repack: bool = True
+    # Whether the re-pack may use more NodeClaims than the greedy pass did. Consolidation's
+    # simulations turn it off: a replacement that splits into more nodes is not one it can take.
+    repack_split: bool = True
 
 
 class _RequirementLike(Protocol):

@@ -112,6 +112,11 @@ class PoolIndex:
         self._capacity_index: dict[str, tuple[list[int], list[int]]] = {}
         self._offer_cache: dict[tuple[Req | None, ...], int] = {}
         self._classes_cache: dict[tuple[Req | None, ...], list[OfferingClass]] = {}
+        # The packing step's memo of undominated types per (offerings, types, resources) key.
+        self.frontier_cache: dict[tuple[object, ...], tuple[tuple[float, int], ...]] = {}
+        self._offers_cache: dict[
+            tuple[Req | None, ...], tuple[tuple[float, str, int, Offering], ...]
+        ] = {}
         self.offering_keys = sorted({k for c in self.class_masks for k, _ in c.labels})
 
     # ------------------------------------------------------------------ construction
@@ -263,11 +268,7 @@ class PoolIndex:
 
     def offering_mask(self, reqs: Mapping[str, Req]) -> int:
         """Types with at least one available offering the requirements allow."""
-        key = (
-            reqs.get(LABEL_TOPOLOGY_ZONE),
-            reqs.get(LABEL_CAPACITY_TYPE),
-            *(reqs.get(k) for k in self.offering_keys),
-        )
+        key = self.offer_key(reqs)
         cached = self._offer_cache.get(key)
         if cached is not None:
             return cached
@@ -297,32 +298,51 @@ class PoolIndex:
 
     def allowed_classes(self, reqs: Mapping[str, Req]) -> list[OfferingClass]:
         """The offering classes ``reqs`` allows (memoised like ``offering_mask``)."""
-        key = (
-            reqs.get(LABEL_TOPOLOGY_ZONE),
-            reqs.get(LABEL_CAPACITY_TYPE),
-            *(reqs.get(k) for k in self.offering_keys),
-        )
+        key = self.offer_key(reqs)
         cached = self._classes_cache.get(key)
         if cached is None:
             cached = [cls for cls in self.class_prices if cls.allowed_by(reqs)]
             self._classes_cache[key] = cached
         return cached
 
+    def offer_key(self, reqs: Mapping[str, Req]) -> tuple[Req | None, ...]:
+        """What of ``reqs`` decides which offerings are allowed."""
+        return (
+            reqs.get(LABEL_TOPOLOGY_ZONE),
+            reqs.get(LABEL_CAPACITY_TYPE),
+            *(reqs.get(k) for k in self.offering_keys),
+        )
+
+    def offers(self, reqs: Mapping[str, Req]) -> tuple[tuple[float, str, int, Offering], ...]:
+        """(price, name, index, offering) of every type at its cheapest offering ``reqs``
+        allows, cheapest first (memoised like ``offering_mask``): a round prices every claim
+        it makes, and the packing step many candidate nodes."""
+        key = self.offer_key(reqs)
+        cached = self._offers_cache.get(key)
+        if cached is None:
+            best: dict[int, Offering] = {}
+            for cls in self.allowed_classes(reqs):
+                for i, o in self.class_prices[cls].items():
+                    held = best.get(i)
+                    if held is None or o.price < held.price:
+                        best[i] = o
+            cached = tuple(sorted(((o.price, self.types[i].name, i, o) for i, o in best.items())))
+            self._offers_cache[key] = cached
+        return cached
+
+    def cheapest_price(self, mask: int, reqs: Mapping[str, Req]) -> float | None:
+        """The lowest price among the types in ``mask`` at offerings ``reqs`` allows."""
+        for price, _, i, _ in self.offers(reqs):
+            if mask >> i & 1:
+                return price
+        return None
+
     def cheapest_offerings(
         self, mask: int, reqs: Mapping[str, Req]
     ) -> list[tuple[float, str, int, Offering]]:
-        """(price, name, index, offering) of each type in ``mask`` at its cheapest allowed offering."""
-        allowed = [self.class_prices[cls] for cls in self.allowed_classes(reqs)]
-        out = []
-        for i in iter_bits(mask):
-            best: Offering | None = None
-            for prices in allowed:
-                o = prices.get(i)
-                if o is not None and (best is None or o.price < best.price):
-                    best = o
-            if best is not None:
-                out.append((best.price, self.types[i].name, i, best))
-        return out
+        """(price, name, index, offering) of each type in ``mask`` at its cheapest allowed
+        offering, cheapest first (by price, then name)."""
+        return [o for o in self.offers(reqs) if mask >> o[2] & 1]
 
     def capacity_types(self, mask: int, reqs: Mapping[str, Req]) -> list[str]:
         """Capacity types of the available offerings ``reqs`` allows on the types in ``mask``."""

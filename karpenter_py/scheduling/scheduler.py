@@ -9,6 +9,7 @@ ends when a full pass over the queue places nothing and relaxes nothing.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from karpenter_py.scheduling.instances import (
     existing_slot_parts,
     iter_bits,
 )
+from karpenter_py.scheduling.packing import repack
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.requirements import Req, Requirements
@@ -102,6 +104,7 @@ class _Solver:
         # NodeClaims being built, bucketed by pod count so "fewest pods first" needs no sorting.
         self.buckets: dict[int, dict[NewClaim, None]] = {}
         self.claims: list[NewClaim] = []
+        self.charged: dict[NewClaim, Resources] = {}  # what each claim counts against limits
         self.cache: RequirementsCache = {}
         # Pod index -> its volumes' requirement alternatives; only pods that have some.
         self.volumes: dict[int, tuple[Requirements, ...]] = {}
@@ -171,7 +174,61 @@ class _Solver:
             self._register(st)
         states.sort(key=_pod_order)
         unplaced = self._place_all(states, errors)
+        if self.inp.options.repack:
+            self._repack(states)
         return self._plan(unplaced, errors)
+
+    def _repack(self, order: list[PodState]) -> None:
+        """Re-pack each pool's new claims whose pods no topology rule or volume ties down
+        (``scheduling.packing``); the claims change only where that is cheaper and fits limits."""
+        movable: dict[PoolIndex, list[NewClaim]] = {}
+        for claim in self.claims:
+            if not claim.min_values_relaxed and all(self._movable(st) for st in claim.pods):
+                movable.setdefault(claim.index, []).append(claim)
+        if not movable:
+            return
+        position = {st.index: n for n, st in enumerate(order)}
+        names = (f"hostname-placeholder-{n:05d}" for n in itertools.count(len(self.claims)))
+        replaced: dict[NewClaim, list[NewClaim]] = {}
+        for idx, claims in movable.items():
+            pods = sorted((st for c in claims for st in c.pods), key=lambda st: position[st.index])
+            done = repack(
+                claims,
+                pods,
+                hostnames=names,
+                relax_min_values=self.inp.options.min_values_policy == "BestEffort",
+                max_claims=None if self.inp.options.repack_split else len(claims),
+            )
+            if done is None or not self._recharge(idx, claims, done.claims):
+                continue
+            replaced[claims[0]] = done.claims
+            replaced.update({c: [] for c in claims[1:]})
+        if replaced:
+            self.claims = [n for c in self.claims for n in replaced.get(c, [c])]
+
+    def _movable(self, st: PodState) -> bool:
+        return st.index not in self.volumes and not self.topology.involves(st.index, st.pod)
+
+    def _recharge(self, idx: PoolIndex, old: list[NewClaim], new: list[NewClaim]) -> bool:
+        """Swap the old claims' charge against the pool's limits for the new ones', if it fits."""
+        remaining = self.limits.get(idx.pool.name)
+        if remaining is None:
+            return True
+        after = dict(remaining)
+        for claim in old:
+            for name, amount in self.charged.get(claim, {}).items():
+                after[name] += amount
+        charges = {claim: _charge(idx, claim.mask, after) for claim in new}
+        for charge in charges.values():
+            for name, amount in charge.items():
+                after[name] -= amount
+        if any(v < 0 for v in after.values()):
+            return False
+        remaining.update(after)
+        for claim in old:
+            self.charged.pop(claim, None)
+        self.charged.update(charges)
+        return True
 
     def _place_all(self, states: list[PodState], errors: dict[int, str]) -> list[PodState]:
         queue = deque(states)
@@ -259,20 +316,13 @@ class _Solver:
                 self.claims.append(claim)
                 self.buckets.setdefault(1, {})[claim] = None
                 if remaining is not None:
-                    self._charge_limits(idx, claim.mask, remaining)
+                    charge = _charge(idx, claim.mask, remaining)
+                    for key, amount in charge.items():
+                        remaining[key] -= amount
+                    self.charged[claim] = charge
                 return None
             reasons.append(f'nodepool "{name}": {why}')
         return "; ".join(r for r in reasons if r) or "no nodepools"
-
-    @staticmethod
-    def _charge_limits(idx: PoolIndex, mask: int, remaining: Resources) -> None:
-        """Count the largest option against the limits: the launch may pick any of them."""
-        for name in remaining:
-            most = max(
-                1 if name == "nodes" else idx.types[i].capacity.get(name, 0)
-                for i in iter_bits(mask)
-            )
-            remaining[name] -= most
 
     # ------------------------------------------------------------------ results
     def _plan(self, unplaced: list[PodState], errors: dict[int, str]) -> Plan:
@@ -309,7 +359,6 @@ class _Solver:
         options = idx.cheapest_offerings(claim.mask, reqs)
         if not options:
             return f'nodepool "{idx.pool.name}": no instance type has an available offering left'
-        options.sort(key=lambda o: (o[0], o[1]))
         relaxed = claim.min_values_relaxed
         limit = self.inp.options.max_instance_types
         kept = _truncate(options, reqs, idx, limit)
@@ -374,6 +423,17 @@ class _Solver:
             ),
             tuple(claim.pods),
         )
+
+
+def _charge(idx: PoolIndex, mask: int, remaining: Mapping[str, int]) -> Resources:
+    """What a claim counts against its pool's limits: its largest option's capacity, for the
+    launch may pick any of them."""
+    return {
+        name: max(
+            1 if name == "nodes" else idx.types[i].capacity.get(name, 0) for i in iter_bits(mask)
+        )
+        for name in remaining
+    }
 
 
 class _Universe(Mapping[str, Mapping[str, Sequence[DomainSource]]]):
@@ -496,6 +556,8 @@ def _min_values_summary(reqs: Requirements) -> str:
 
 def _min_overhead(idx: PoolIndex, chosen: Sequence[int]) -> Resources:
     """Daemonset overhead reserved on the NodeClaim: the smallest across its options."""
+    if not idx.daemonsets:
+        return {}
     out: Resources | None = None
     for i in chosen:
         ds = idx.daemon_requests[i]

@@ -54,8 +54,12 @@ class Simulator:
     ) -> None:
         self.snapshot = snapshot
         self.indexes = indexes if indexes is not None else IndexCache()
+        # A what-if must not split one replacement into several (the re-pack may, when that is
+        # cheaper): consolidation counts replacements, and more than it allows is no command.
         self.base = solve_input(
-            snapshot, instance_types=instance_types, options=options or SolveOptions()
+            snapshot,
+            instance_types=instance_types,
+            options=replace(options or SolveOptions(), repack_split=False),
         )
         self._uninitialized = {n.name for n in snapshot.nodes if not n.initialized}
         self._marked = {n.name for n in snapshot.nodes if n.marked_for_deletion}

@@ -424,6 +424,15 @@ class Topology:
         self._selecting[key] = (self._version, groups, inverse)
         return groups, inverse
 
+    def involves(self, index: int, pod: Pod) -> bool:
+        """Whether where the pod goes matters to any group: one it owns (its own spread or pod
+        (anti-)affinity) or one that counts it. Pods it does not involve can move between new
+        NodeClaims without changing any topology decision."""
+        if index in self.owned or index in self.inverse_owned:
+            return True
+        groups, inverse = self._selecting_groups(pod)
+        return bool(groups or inverse)
+
     def prefilter(self, index: int, pod: Pod, pod_reqs: Mapping[str, Req]) -> Prefilter:
         """Cheap necessary conditions for this pod, valid until the next placement.
 

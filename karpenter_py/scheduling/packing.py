@@ -1,0 +1,693 @@
+"""Re-pack a round's new NodeClaims onto cheaper instance types.
+
+The greedy pass (``scheduler``) grows each NodeClaim while any type can still hold its pods, so a
+claim fills towards the pool's largest type and launches the cheapest type that holds what it got.
+That picks nodes by size, not by price per pod: on a mix of pod shapes it buys more than the pods
+need. This step takes the round's NodeClaims whose pods no topology rule watches and packs those
+pods again, first-fit decreasing, into nodes capped at a *target* instance type: the type that
+packs the pods' shape most cheaply, found by packing request vectors (fast, class by class) for
+the few types whose fractional cost bound is lowest. Every pod still goes in through
+``NewClaim.try_add``, so requirements, taints, host ports and minValues hold as in the greedy
+pass, and each claim's options are every type that holds its final pods. The result replaces the
+greedy claims only when it costs less.
+
+Consolidation's replacement choice comes from the same ``solve``, so it packs the same way.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from karpenter_py.scheduling.claims import NewClaim
+from karpenter_py.scheduling.instances import PoolIndex
+from karpenter_py.scheduling.podstate import PodState
+from karpenter_py.scheduling.topology import Topology
+
+# Types whose packing is simulated per pod shape: the lowest fractional bounds. The bound is
+# close to the packed cost for the best few, so more candidates rarely change the choice.
+CANDIDATES: Final = 6
+# Per pod shape, the types with the lowest bound for it alone join the value plan's candidates.
+PER_CLASS: Final = 2
+# Column generation stops after this many patterns entered (it usually converges far sooner).
+MAX_COLUMNS: Final = 200
+# The candidates (best by the cheap fills) that also get the slower ``_scarcity_fill``.
+SCARCITY_CANDIDATES: Final = 3
+SCARCITY_MAX_PODS: Final = 32
+# A re-pack must save at least this fraction to replace the greedy claims (float noise aside).
+MIN_SAVING: Final = 1e-9
+
+_Vector = tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repacked:
+    claims: list[NewClaim]
+    cost: float
+    greedy_cost: float
+
+
+def claim_price(claim: NewClaim) -> float:
+    """What the claim would launch at: its cheapest option at an allowed offering."""
+    price = claim.index.cheapest_price(claim.mask, claim.requirements)
+    return float("inf") if price is None else price
+
+
+def repack(
+    claims: Sequence[NewClaim],
+    order: Sequence[PodState],
+    *,
+    hostnames: Iterator[str],
+    relax_min_values: bool,
+    max_claims: int | None = None,
+) -> Repacked | None:
+    """Pack the pods of ``claims`` (all of one pool, placed in ``order``) onto fewer dollars.
+
+    None when no cheaper packing is found (or it needs more than ``max_claims`` claims).
+    ``hostnames`` gives the new claims' placeholder names.
+    """
+    if not claims:
+        return None
+    idx = claims[0].index
+    greedy = sum(claim_price(c) for c in claims)
+    groups: dict[int, list[PodState]] = {}
+    for st in order:
+        groups.setdefault(id(st.requirements), []).append(st)
+    layout: list[_Pattern] = []
+    for states in groups.values():
+        workload = _Workload(idx, states)
+        layout.extend(workload.layout())
+    packed = _pack(idx, order, layout, hostnames, relax_min_values)
+    if packed is None or (max_claims is not None and len(packed) > max_claims):
+        return None
+    cost = sum(claim_price(c) for c in packed)
+    if cost >= greedy * (1 - MIN_SAVING):
+        return None
+    return Repacked(packed, cost, greedy)
+
+
+# ---------------------------------------------------------------------- planning by shape
+@dataclass(frozen=True, slots=True)
+class _Pattern:
+    """``mult`` nodes capped at type ``target``, each taking ``take[c]`` pods of class c."""
+
+    target: int
+    classes: tuple[tuple[PodState, ...], ...]  # the workload's pods, class by class
+    take: tuple[int, ...]
+    mult: int
+
+
+class _Workload:
+    """Pods alike in requirements, as classes of equal requests, and the types that could hold
+    them; plans nodes for them by request vectors alone (no requirement checks: ``_pack`` does
+    those when it places the pods for real)."""
+
+    def __init__(self, idx: PoolIndex, states: Sequence[PodState]) -> None:
+        self.idx = idx
+        self.reqs = idx.requirements & states[0].requirements
+        self.names = tuple(sorted({n for st in states for n in st.pod.requests}))
+        by_vec: dict[_Vector, list[PodState]] = {}
+        for st in states:
+            by_vec.setdefault(tuple(st.pod.requests.get(n, 0) for n in self.names), []).append(st)
+        self.vecs = list(by_vec)
+        self.pods = [tuple(v) for v in by_vec.values()]
+        self.mask = idx.reqs_mask(self.reqs) & idx.offering_mask(self.reqs)
+        self.prices = [(o[0], o[2]) for o in idx.offers(self.reqs) if self.mask >> o[2] & 1]
+        self.caps = {
+            i: tuple(idx.effective[i].get(n, 0) for n in self.names) for _, i in self.prices
+        }
+        self._priced: dict[_Vector, tuple[float, int]] = {}
+        self._fits: dict[int, frozenset[int]] = {}
+        self._sized: dict[int, list[list[float]]] = {}
+        self.frontier = self._frontier()
+
+    def _frontier(self) -> tuple[tuple[float, int], ...]:
+        """The types no other type beats (as cheap or cheaper, at least as much of every
+        resource the pods ask for): the only ones a plan needs to consider as targets."""
+        key = (self.idx.offer_key(self.reqs), self.mask, self.names)
+        held = self.idx.frontier_cache.get(key)
+        if held is not None:
+            return held
+        kept: list[tuple[float, int]] = []
+        kept_caps: list[_Vector] = []
+        for price, i in self.prices:
+            cap = self.caps[i]
+            if any(all(k >= c for k, c in zip(other, cap, strict=True)) for other in kept_caps):
+                continue
+            kept.append((price, i))
+            kept_caps.append(cap)
+        out = tuple(kept)
+        self.idx.frontier_cache[key] = out
+        return out
+
+    def price_of(self, fill: _Vector) -> float:
+        return self.cheapest(fill)[0]
+
+    def cheapest(self, fill: _Vector) -> tuple[float, int]:
+        """(price, type) of the cheapest type that holds ``fill`` (memoised); type -1 if none."""
+        hit = self._priced.get(fill)
+        if hit is None:
+            fit = self.idx.fit_mask(dict(zip(self.names, fill, strict=True)))
+            # A type some other beats holds nothing that other does not: scan the frontier.
+            hit = next(((p, i) for p, i in self.frontier if fit >> i & 1), (float("inf"), -1))
+            self._priced[fill] = hit
+        return hit
+
+    def layout(self) -> list[_Pattern]:
+        """The cheapest, by estimate, of the plans below (each a list of node patterns)."""
+        plans = [p for p in (self._single_target(), self._by_columns()) if p]
+        if not plans:
+            return []
+        return min(plans, key=self._estimate)
+
+    def _estimate(self, plan: list[_Pattern]) -> float:
+        return sum(self.price_of(self._fill(p.take)) * p.mult for p in plan)
+
+    def _fill(self, take: Sequence[int]) -> _Vector:
+        fill = tuple(0 for _ in self.names)
+        for vec, k in zip(self.vecs, take, strict=True):
+            if k:
+                fill = _plus(fill, vec, k)
+        return fill
+
+    def _bounds(self, vecs_counts: Sequence[tuple[_Vector, int]]) -> list[tuple[float, int]]:
+        """(fractional cost, type) of the types that hold each of these pods alone: price times
+        the most-demanded resource's share of the type; lowest first."""
+        largest = tuple(max(v[r] for v, _ in vecs_counts) for r in range(len(self.names)))
+        demand = [sum(v[r] * c for v, c in vecs_counts) for r in range(len(self.names))]
+        out = []
+        for price, i in self.frontier:
+            cap = self.caps[i]
+            if any(x > c for x, c in zip(largest, cap, strict=True)):
+                continue
+            out.append((price * max(d / c for d, c in zip(demand, cap, strict=True) if d), i))
+        out.sort()
+        return out
+
+    def _single_target(self) -> list[_Pattern]:
+        counts = [(v, len(p)) for v, p in zip(self.vecs, self.pods, strict=True)]
+        best: tuple[float, list[_Pattern]] | None = None
+        for _, i in self._bounds(counts)[:CANDIDATES]:
+            plan = [
+                _Pattern(i, tuple(self.pods), take, mult)
+                for take, mult in _ffd([c for _, c in counts], self.vecs, self.caps[i])
+            ]
+            cost = self._estimate(plan)
+            if best is None or cost < best[0]:
+                best = (cost, plan)
+        return [] if best is None else best[1]
+
+    def _values(self) -> tuple[list[float], list[int]]:
+        """Per class, what one pod costs alone at its best type's rate (price times its share
+        of the type); and the candidate types: each class's ``PER_CLASS`` best."""
+        value: list[float] = []
+        candidates: dict[int, None] = {}
+        for vec in self.vecs:
+            bounds = self._bounds([(vec, 1)])
+            value.append(bounds[0][0] if bounds else 0.0)
+            candidates.update((i, None) for _, i in bounds[:PER_CLASS])
+        return value, list(candidates)
+
+    def _best_fill(
+        self, left: Sequence[int], value: Sequence[float], candidates: Sequence[int]
+    ) -> tuple[float, float, list[int], int] | None:
+        """The node with the most value per dollar. Per candidate type, the pods left are
+        taken in a knapsack's greedy order (most value per size first, for a few ways of
+        sizing), each class as many as fit; for the best few candidates also by
+        ``_scarcity_fill``. A fill is priced at the cheapest type that holds it.
+        (rate, price, take, that type)."""
+        best: tuple[float, float, list[int], int] | None = None
+        live = [c for c in range(len(left)) if left[c] and value[c] > 0]
+        rated: list[tuple[float, int, list[int]]] = []
+        for i in candidates:
+            cap = self.caps[i]
+            fitting = [c for c in live if c in self._fitting(i)]
+            if not fitting:
+                continue
+            best_here = 0.0
+            most = 0
+            for sizes in self._sizes(i):
+                order = sorted(fitting, key=lambda c: -value[c] / sizes[c])
+                take = _first_fit(left, self.vecs, cap, order)
+                best, rate = self._rate(best, take, value)
+                best_here = max(best_here, rate)
+                most = max(most, sum(take))
+            # Only small nodes need the finer fill: on a node of many pods, taking whole
+            # classes wastes little.
+            if most <= SCARCITY_MAX_PODS:
+                rated.append((-best_here, i, fitting))
+        rated.sort(key=lambda r: r[0])
+        for _, i, fitting in rated[:SCARCITY_CANDIDATES]:
+            take = _scarcity_fill(left, self.vecs, self.caps[i], value, fitting)
+            best, _ = self._rate(best, take, value)
+        return best
+
+    def _rate(
+        self,
+        best: tuple[float, float, list[int], int] | None,
+        take: list[int],
+        value: Sequence[float],
+    ) -> tuple[tuple[float, float, list[int], int] | None, float]:
+        """``take``'s value per dollar, and the better of it and ``best``."""
+        worth = sum(k * v for k, v in zip(take, value, strict=True) if k)
+        if worth <= 0:
+            return best, 0.0
+        price, target = self.cheapest(self._fill(take))
+        rate = worth / price
+        if best is None or rate > best[0]:
+            return (rate, price, take, target), rate
+        return best, rate
+
+    def _sizes(self, i: int) -> list[list[float]]:
+        """Per way of sizing in ``_MEASURES``, each class's size on type ``i`` (memoised)."""
+        held = self._sized.get(i)
+        if held is None:
+            cap = self.caps[i]
+            held = [[measure(vec, cap) for vec in self.vecs] for measure in _MEASURES]
+            self._sized[i] = held
+        return held
+
+    def _fitting(self, i: int) -> frozenset[int]:
+        """The classes one pod of which fits type ``i`` alone."""
+        held = self._fits.get(i)
+        if held is None:
+            cap = self.caps[i]
+            held = frozenset(
+                c
+                for c, vec in enumerate(self.vecs)
+                if all(v <= k for v, k in zip(vec, cap, strict=True))
+            )
+            self._fits[i] = held
+        return held
+
+    def _by_value(
+        self, left: list[int], value: Sequence[float], candidates: Sequence[int]
+    ) -> list[_Pattern]:
+        """Node by node, the fill with the most value per dollar from the pods ``left``;
+        identical nodes are opened together, so the loop runs once per distinct node."""
+        plan: list[_Pattern] = []
+        while any(left):
+            best = self._best_fill(left, value, candidates)
+            if best is None:
+                break  # what is left fits no candidate: ``_pack`` places it first-fit
+            _, _, take, target = best
+            mult = min(n // k for n, k in zip(left, take, strict=True) if k)
+            for c, k in enumerate(take):
+                left[c] -= k * mult
+            plan.append(_Pattern(target, tuple(self.pods), tuple(take), mult))
+        return plan
+
+    def _by_columns(self) -> list[_Pattern]:
+        """The LP over node patterns (Gilmore and Gomory's column generation for cutting
+        stock): pattern counts x >= 0 covering every class exactly at least cost, solved by a
+        revised simplex over one row per class, new patterns priced by the greedy knapsack of
+        ``_best_fill`` under the LP's duals. Whole copies of its patterns are kept; the pods
+        left over are planned node by node with the same values."""
+        value, candidates = self._values()
+        counts = [len(p) for p in self.pods]
+        master = _Master.start(self, counts, value, candidates)
+        if master is None:
+            return self._by_value(counts, value, candidates)
+        for _ in range(MAX_COLUMNS):
+            duals = master.duals()
+            best = self._best_fill(counts, duals, candidates)
+            if (
+                best is None
+                or best[1] - sum(d * k for d, k in zip(duals, best[2], strict=True))
+                > -1e-9 * best[1]
+            ):
+                break
+            if not master.enter(best[2], best[1], best[3]):
+                break
+        plan: list[_Pattern] = []
+        left = list(counts)
+        for take, target, x in master.solution():
+            mult = int(x + 1e-9)
+            if mult:
+                plan.append(_Pattern(target, tuple(self.pods), tuple(take), mult))
+                for c, k in enumerate(take):
+                    left[c] -= k * mult
+        return plan + self._by_value(left, value, candidates)
+
+
+class _Master:
+    """The restricted master LP of ``_Workload._by_columns``: min price·x with A x = counts,
+    x >= 0, as a basis of one pattern per class with its inverse kept dense (classes are few,
+    so a pivot is a few hundred multiplications)."""
+
+    def __init__(
+        self, columns: list[list[int]], prices: list[float], targets: list[int], x: list[float]
+    ) -> None:
+        n = len(columns)
+        self.columns = columns
+        self.prices = prices
+        self.targets = targets
+        self.x = x
+        self.inverse = [
+            [(1.0 / columns[r][r]) if r == c else 0.0 for c in range(n)] for r in range(n)
+        ]
+
+    @staticmethod
+    def start(
+        w: _Workload, counts: Sequence[int], value: Sequence[float], candidates: Sequence[int]
+    ) -> _Master | None:
+        """The basis of single-class patterns: each class alone, as many as fit, on its best
+        candidate type. None when some class fits no candidate."""
+        columns: list[list[int]] = []
+        prices: list[float] = []
+        targets: list[int] = []
+        for c, n in enumerate(counts):
+            only = [0] * len(counts)
+            only[c] = n
+            best = w._best_fill(
+                only, [1.0 if k == c else 0.0 for k in range(len(counts))], candidates
+            )
+            if best is None:
+                return None
+            # _best_fill maximises pods per dollar for one class: its best single-class node.
+            columns.append(best[2])
+            prices.append(best[1])
+            targets.append(best[3])
+        x = [n / columns[c][c] for c, n in enumerate(counts)]
+        return _Master(columns, prices, targets, x)
+
+    def duals(self) -> list[float]:
+        n = len(self.prices)
+        return [sum(self.prices[r] * self.inverse[r][c] for r in range(n)) for c in range(n)]
+
+    def enter(self, column: list[int], price: float, target: int) -> bool:
+        """Pivot ``column`` into the basis (the ratio test picks the row it replaces); False
+        when no row limits it (cannot happen with positive prices) or the step is degenerate
+        at every row (the caller then stops)."""
+        n = len(self.prices)
+        d = [sum(self.inverse[r][c] * column[c] for c in range(n)) for r in range(n)]
+        leave = -1
+        theta = 0.0
+        for r in range(n):
+            if d[r] > 1e-12:
+                t = self.x[r] / d[r]
+                if leave < 0 or t < theta - 1e-12:
+                    leave, theta = r, t
+        if leave < 0:
+            return False
+        pivot = d[leave]
+        row = [v / pivot for v in self.inverse[leave]]
+        for r in range(n):
+            if r != leave and d[r]:
+                f = d[r]
+                self.inverse[r] = [a - f * b for a, b in zip(self.inverse[r], row, strict=True)]
+                self.x[r] -= f * theta
+        self.inverse[leave] = row
+        self.x[leave] = theta
+        self.columns[leave] = column
+        self.prices[leave] = price
+        self.targets[leave] = target
+        return True
+
+    def solution(self) -> list[tuple[list[int], int, float]]:
+        return [
+            (col, target, max(x, 0.0))
+            for col, target, x in zip(self.columns, self.targets, self.x, strict=True)
+        ]
+
+
+def _first_fit(
+    left: Sequence[int], vecs: Sequence[_Vector], cap: _Vector, order: Sequence[int]
+) -> list[int]:
+    """How many of each class one node of ``cap`` takes, classes in ``order``, each as many as
+    fit."""
+    fill = tuple(0 for _ in cap)
+    take = [0] * len(left)
+    for c in order:
+        n = left[c]
+        if n:
+            k = min(n, _room(fill, vecs[c], cap))
+            if k:
+                fill = _plus(fill, vecs[c], k)
+                take[c] = k
+    return take
+
+
+def _scarcity_fill(
+    left: Sequence[int],
+    vecs: Sequence[_Vector],
+    cap: _Vector,
+    value: Sequence[float],
+    live: Sequence[int],
+) -> list[int]:
+    """A fill that re-weighs resources as the node fills: each step takes, from the class with
+    the most value per share of what is *left* of the node, half of what of it still fits (at
+    least one), so a resource running out makes the pods that need it look dear."""
+    fill = [0] * len(cap)
+    take = [0] * len(left)
+    while True:
+        best_c, best_density, best_k = -1, 0.0, 0
+        for c in live:
+            vec = vecs[c]
+            avail = left[c] - take[c]
+            if avail <= 0:
+                continue
+            k = min(
+                ((r - u) // v for u, v, r in zip(fill, vec, cap, strict=True) if v), default=avail
+            )
+            if k <= 0:
+                continue
+            size = sum(v / (r - u) for u, v, r in zip(fill, vec, cap, strict=True) if v)
+            density = value[c] / size if size else float("inf")
+            if density > best_density:
+                best_c, best_density, best_k = c, density, min(k, avail)
+        if best_c < 0:
+            return take
+        step = max(1, best_k // 2)
+        take[best_c] += step
+        for r, v in enumerate(vecs[best_c]):
+            fill[r] += v * step
+
+
+def _share(vec: _Vector, cap: _Vector) -> float:
+    """The largest fraction of ``cap`` one item ``vec`` takes (its bottleneck resource)."""
+    return max((_part(v, c) for v, c in zip(vec, cap, strict=True) if v), default=0.0) or 1e-12
+
+
+def _total_share(vec: _Vector, cap: _Vector) -> float:
+    """The sum of the fractions of ``cap`` one item ``vec`` takes."""
+    return sum(_part(v, c) for v, c in zip(vec, cap, strict=True) if v) or 1e-12
+
+
+def _square_share(vec: _Vector, cap: _Vector) -> float:
+    """The Euclidean size of ``vec`` relative to ``cap``."""
+    return sum(_part(v, c) ** 2 for v, c in zip(vec, cap, strict=True) if v) ** 0.5 or 1e-12
+
+
+def _part(v: int, c: int) -> float:
+    """The fraction ``v`` is of ``c``; infinite where the type has none of what is asked."""
+    return v / c if c > 0 else float("inf")
+
+
+# Ways to size a pod against a node, for the knapsack's greedy order: each finds fills the
+# others miss (the bottleneck share packs one scarce resource, the sums balance them).
+_MEASURES: Final = (_share, _total_share, _square_share)
+
+
+def _ffd(
+    counts: Sequence[int], vecs: Sequence[_Vector], cap: _Vector
+) -> list[tuple[tuple[int, ...], int]]:
+    """First-fit decreasing of identical-item classes into bins of ``cap``: (take, bins).
+
+    First fit puts as many items of a class into the first open bin as fit before moving on, so
+    a class is placed bin by bin rather than item by item, and bins with the same contents are
+    one entry with a multiplicity: the work grows with shapes, not pods.
+    """
+    fills: list[_Vector] = []
+    takes: list[tuple[int, ...]] = []
+    mults: list[int] = []
+    empty = tuple(0 for _ in cap)
+    none = tuple(0 for _ in counts)
+    for c, (vec, count) in enumerate(zip(vecs, counts, strict=True)):
+        left = count
+        pos = 0
+        while left and pos < len(fills):
+            k = _room(fills[pos], vec, cap)
+            if not k:
+                pos += 1
+                continue
+            n = min(mults[pos], left // k)
+            if n:  # ``n`` bins of this kind get k items each
+                _split(
+                    fills, takes, mults, pos, n, _plus(fills[pos], vec, k), _bump(takes[pos], c, k)
+                )
+                left -= n * k
+            else:  # fewer than k items left: the first such bin takes them all
+                _split(
+                    fills,
+                    takes,
+                    mults,
+                    pos,
+                    1,
+                    _plus(fills[pos], vec, left),
+                    _bump(takes[pos], c, left),
+                )
+                left = 0
+            pos += 1
+        if left:
+            per = _room(empty, vec, cap)
+            if per <= 0:
+                continue  # bigger than the cap: ``_pack`` gives it a node of its own
+            full, rest = divmod(left, per)
+            if full:
+                fills.append(_plus(empty, vec, per))
+                takes.append(_bump(none, c, per))
+                mults.append(full)
+            if rest:
+                fills.append(_plus(empty, vec, rest))
+                takes.append(_bump(none, c, rest))
+                mults.append(1)
+    return list(zip(takes, mults, strict=True))
+
+
+def _bump(take: tuple[int, ...], c: int, k: int) -> tuple[int, ...]:
+    return (*take[:c], take[c] + k, *take[c + 1 :])
+
+
+def _split(
+    fills: list[_Vector],
+    takes: list[tuple[int, ...]],
+    mults: list[int],
+    pos: int,
+    n: int,
+    fill: _Vector,
+    take: tuple[int, ...],
+) -> None:
+    """Give ``n`` of the bins at ``pos`` the new contents; the rest stay as they were."""
+    if n == mults[pos]:
+        fills[pos], takes[pos] = fill, take
+    else:
+        mults[pos] -= n
+        fills.insert(pos, fill)
+        takes.insert(pos, take)
+        mults.insert(pos, n)
+
+
+def _room(used: _Vector, vec: _Vector, cap: _Vector) -> int:
+    """How many more items ``vec`` fit beside ``used`` in ``cap`` (vectors request something)."""
+    k = 1 << 30
+    for u, v, c in zip(used, vec, cap, strict=True):
+        if v:
+            room = (c - u) // v
+            if room < k:
+                k = room
+    return k
+
+
+def _plus(used: _Vector, vec: _Vector, k: int) -> _Vector:
+    return tuple(u + v * k for u, v in zip(used, vec, strict=True))
+
+
+# ---------------------------------------------------------------------- packing for real
+class _Bin:
+    __slots__ = ("cap", "claim")
+
+    def __init__(self, claim: NewClaim, cap: Mapping[str, int] | None) -> None:
+        self.claim = claim
+        self.cap = cap
+
+    def admits(self, requests: Mapping[str, int]) -> bool:
+        """A cheap necessary condition for ``requests`` to join: within the cap, or, uncapped,
+        within what some remaining option could hold."""
+        cap = self.cap
+        if cap is None:
+            return self.claim.has_room(requests)
+        used = self.claim.requests
+        for name, amount in requests.items():
+            if used.get(name, 0) + amount > cap.get(name, 0):
+                return False
+        return True
+
+
+def _pack(
+    idx: PoolIndex,
+    order: Sequence[PodState],
+    layout: Sequence[_Pattern],
+    hostnames: Iterator[str],
+    relax_min_values: bool,
+) -> list[NewClaim] | None:
+    """Place the pods for real, through ``try_add``: first the planned nodes, each taking its
+    pattern's pods; then whatever did not go in as planned (or was not planned), first-fit in
+    ``order`` into the open nodes under their caps, else into a new uncapped node."""
+    # The pods moved here involve no topology group (the caller checks), so an empty Topology
+    # answers for them exactly as the solve's own would, without re-counting them there.
+    topology = Topology(universe={}, placed=(), namespace_labels={})
+    queues: dict[int, deque[PodState]] = {}
+    bins: list[_Bin] = []
+    placed: set[int] = set()
+    for pattern in layout:
+        cap = idx.effective[pattern.target]
+        for _ in range(pattern.mult):
+            b = _Bin(
+                NewClaim(idx, next(hostnames), idx.all, relax_min_values=relax_min_values), cap
+            )
+            for pods, k in zip(pattern.classes, pattern.take, strict=True):
+                queue = queues.setdefault(id(pods), deque(pods))
+                for st in [queue.popleft() for _ in range(min(k, len(queue)))]:
+                    if (
+                        b.admits(st.pod.requests)
+                        and b.claim.try_add(st, topology, st.signature) is None
+                    ):
+                        placed.add(st.index)
+            if b.claim.pods:
+                bins.append(b)
+    rest = [st for st in order if st.index not in placed]
+    if not _first_fit_into(idx, rest, bins, topology, hostnames, relax_min_values):
+        return None
+    return [b.claim for b in bins]
+
+
+def _first_fit_into(
+    idx: PoolIndex,
+    order: Sequence[PodState],
+    bins: list[_Bin],
+    topology: Topology,
+    hostnames: Iterator[str],
+    relax_min_values: bool,
+) -> bool:
+    """First fit of ``order`` into ``bins`` (appending new uncapped ones as needed); False when a
+    pod fits not even a node of its own. A node drops out of the scan once not even the
+    smallest pod still to come could join it."""
+    smallest = _suffix_minima(order)
+    scan = [b for b in bins if not order or b.admits(smallest[0])]
+    for pos, st in enumerate(order):
+        requests = st.pod.requests
+        for b in scan:
+            if b.admits(requests) and b.claim.try_add(st, topology, st.signature) is None:
+                break
+        else:
+            b = _Bin(
+                NewClaim(idx, next(hostnames), idx.all, relax_min_values=relax_min_values), None
+            )
+            if b.claim.try_add(st, topology, st.signature) is not None:
+                return False  # cannot happen for a pod the greedy pass placed; keep its plan
+            bins.append(b)
+            scan.append(b)
+        if pos + 1 < len(order) and smallest[pos + 1] is not smallest[pos]:
+            upcoming = smallest[pos + 1]
+            scan = [b for b in scan if b.admits(upcoming)]
+    return True
+
+
+def _suffix_minima(order: Sequence[PodState]) -> list[Mapping[str, int]]:
+    """Per position, the least of each resource any pod from there on requests (one object per
+    distinct value, so a change is an identity test)."""
+    out: list[Mapping[str, int]] = [{}] * len(order)
+    current: dict[str, int] | None = None
+    for pos in range(len(order) - 1, -1, -1):
+        requests = order[pos].pod.requests
+        if current is None:
+            current = dict(requests)
+        else:
+            lower = {n: min(v, requests.get(n, 0)) for n, v in current.items()}
+            if lower != current:
+                current = lower
+        out[pos] = current
+    return out
