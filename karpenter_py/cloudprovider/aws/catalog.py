@@ -28,7 +28,7 @@ for the default EC2NodeClass (AL2023, no kubelet overrides, no block device mapp
 
 ``build_instance_type`` is the same arithmetic with the EC2NodeClass knobs upstream honours
 (``NodeKnobs``: AMI family, kubelet maxPods / podsPerCore / kubeReserved / systemReserved /
-evictionHard, root volume size, RAID0 instance store); the live provider
+evictionHard / evictionSoft, root volume size, RAID0 instance store); the live provider
 (``cloudprovider.aws.instancetypes``) builds its types with it from DescribeInstanceTypes.
 
 Not modelled (no data without AWS calls or upstream's generated tables): vpc.amazonaws.com/pod-eni
@@ -210,15 +210,17 @@ class InstanceTypeFacts:
 
 
 # AMI family behaviour that changes the arithmetic (upstream's amifamily feature flags):
-# (ENI-limited pod density, kube-reserved memory sized from ENI-limited pods, podsPerCore honoured)
-_FAMILY_FLAGS: Final[Mapping[str, tuple[bool, bool, bool]]] = {
-    "AL2": (True, True, True),
-    "AL2023": (True, True, True),
-    "Custom": (True, True, True),
-    "Bottlerocket": (True, False, False),
-    "Windows2019": (False, False, True),
-    "Windows2022": (False, False, True),
-    "Windows2025": (False, False, True),
+# (ENI-limited pod density, kube-reserved memory sized from ENI-limited pods, podsPerCore honoured,
+# evictionSoft counted in the eviction threshold)
+_FamilyFlags = tuple[bool, bool, bool, bool]
+_FAMILY_FLAGS: Final[Mapping[str, _FamilyFlags]] = {
+    "AL2": (True, True, True, True),
+    "AL2023": (True, True, True, True),
+    "Custom": (True, True, True, True),
+    "Bottlerocket": (True, False, False, False),
+    "Windows2019": (False, False, True, True),
+    "Windows2022": (False, False, True, True),
+    "Windows2025": (False, False, True, True),
 }
 # Pods a node allows when the family does not size pods by ENIs (the kubelet default).
 DEFAULT_MAX_PODS: Final = 110
@@ -230,8 +232,8 @@ class NodeKnobs:
     (AL2023, no kubelet overrides, the 20Gi root volume).
 
     ``kube_reserved`` / ``system_reserved`` are per-resource overrides in canonical units;
-    ``eviction_hard`` keeps the raw kubelet signal values ("100Mi", "10%") because percentages are
-    taken of each type's own capacity.
+    ``eviction_hard`` / ``eviction_soft`` keep the raw kubelet signal values ("100Mi", "10%")
+    because percentages are taken of each type's own capacity.
     """
 
     ami_family: str = "AL2023"
@@ -240,6 +242,7 @@ class NodeKnobs:
     kube_reserved: Mapping[str, int] = field(default_factory=dict)
     system_reserved: Mapping[str, int] = field(default_factory=dict)
     eviction_hard: Mapping[str, str] = field(default_factory=dict)
+    eviction_soft: Mapping[str, str] = field(default_factory=dict)
     ephemeral_storage: int = DEFAULT_EPHEMERAL_STORAGE
     # instanceStorePolicy RAID0: local NVMe (TotalSizeInGB, decimal) is the ephemeral storage.
     instance_store_raid0: bool = False
@@ -540,14 +543,14 @@ def _capacity(
     return capacity
 
 
-def _family_flags(ami_family: str) -> tuple[bool, bool, bool]:
+def _family_flags(ami_family: str) -> _FamilyFlags:
     # Unknown families behave as Custom (ENI-limited, like upstream's default family).
     return _FAMILY_FLAGS.get(ami_family, _FAMILY_FLAGS["Custom"])
 
 
 def pod_capacity(facts: InstanceTypeFacts, knobs: NodeKnobs) -> int:
     """Pods: kubelet maxPods if set, else ENI-limited (110 for Windows), capped by podsPerCore."""
-    eni_density, _, per_core = _family_flags(knobs.ami_family)
+    eni_density, _, per_core, _ = _family_flags(knobs.ami_family)
     if knobs.max_pods is not None:
         count = knobs.max_pods
     elif eni_density:
@@ -580,7 +583,7 @@ def _os_values(facts: InstanceTypeFacts, knobs: NodeKnobs) -> frozenset[str]:
 def _overhead(
     facts: InstanceTypeFacts, pods: int, capacity: Mapping[str, int], knobs: NodeKnobs
 ) -> Overhead:
-    _, eni_memory_overhead, _ = _family_flags(knobs.ami_family)
+    _, eni_memory_overhead, _, eviction_soft = _family_flags(knobs.ami_family)
     # AL2/AL2023/Custom size kube-reserved memory from the ENI-limited pod count (no reserved
     # ENIs, whatever maxPods says); Bottlerocket and Windows from the pods the node allows.
     overhead_pods = (
@@ -597,12 +600,21 @@ def _overhead(
         RESOURCE_MEMORY: EVICTION_MEMORY,
         RESOURCE_EPHEMERAL_STORAGE: math.ceil(float(storage) / 100 * EVICTION_NODEFS_PERCENT),
     }
-    for signal, resource in (
-        ("memory.available", RESOURCE_MEMORY),
-        ("nodefs.available", RESOURCE_EPHEMERAL_STORAGE),
-    ):
-        if (value := knobs.eviction_hard.get(signal)) is not None:
-            eviction[resource] = eviction_signal_amount(resource, capacity[resource], value)
+    # A kubelet threshold replaces the default; with both a hard and a soft one the larger
+    # reserves (upstream; Bottlerocket cannot set evictionSoft, so it does not count there).
+    thresholds = (
+        [knobs.eviction_hard, knobs.eviction_soft] if eviction_soft else [knobs.eviction_hard]
+    )
+    override: dict[str, int] = {}
+    for signals in thresholds:
+        for signal, resource in (
+            ("memory.available", RESOURCE_MEMORY),
+            ("nodefs.available", RESOURCE_EPHEMERAL_STORAGE),
+        ):
+            if (value := signals.get(signal)) is not None:
+                amount = eviction_signal_amount(resource, capacity[resource], value)
+                override[resource] = max(override.get(resource, amount), amount)
+    eviction.update(override)
     return Overhead(
         kube_reserved=kube_reserved,
         system_reserved=dict(knobs.system_reserved),

@@ -4,7 +4,7 @@
 discovers types) and where each type is offered (by availability zone). ``list(nodeclass)`` turns
 that into ``InstanceType``s with the built-in catalog's arithmetic (``catalog.build_instance_type``)
 under the class's knobs (AMI family, kubelet maxPods / podsPerCore / kubeReserved / systemReserved
-/ evictionHard, root volume size, RAID0 instance store, VM_MEMORY_OVERHEAD_PERCENT,
+/ evictionHard / evictionSoft, root volume size, RAID0 instance store, VM_MEMORY_OVERHEAD_PERCENT,
 RESERVED_ENIS) and offerings in the zones that have one of the class's subnets:
 
 - on-demand at the Pricing API price; a type without one has its on-demand offerings unavailable;
@@ -255,6 +255,7 @@ def knobs_for(
         kubelet = spec.kubelet or {}
     name = nodeclass.metadata.name or ""
     eviction = kubelet.get("evictionHard")
+    soft = kubelet.get("evictionSoft")
     return NodeKnobs(
         ami_family=family,
         max_pods=_int_setting(kubelet, "maxPods", name),
@@ -263,6 +264,9 @@ def knobs_for(
         system_reserved=_resource_setting(kubelet, "systemReserved", name),
         eviction_hard=(
             {str(k): str(v) for k, v in eviction.items()} if isinstance(eviction, Mapping) else {}
+        ),
+        eviction_soft=(
+            {str(k): str(v) for k, v in soft.items()} if isinstance(soft, Mapping) else {}
         ),
         ephemeral_storage=ephemeral_storage_for(family, spec.block_device_mappings),
         instance_store_raid0=spec.instance_store_policy == "RAID0",

@@ -145,6 +145,43 @@ CASES = [
         {"memory": 429496730, "ephemeral-storage": 0},
         {"cpu": 1700, "memory": 6656 * MI - 429496730, "ephemeral-storage": 99 * GI, "pods": 29},
     ),
+    (  # evictionSoft above evictionHard: the larger reserves (10 % = ceil(794506035.2))
+        "m5.large",
+        NodeKnobs(
+            eviction_hard={"memory.available": "5%"},
+            eviction_soft={"memory.available": "10%", "nodefs.available": "15%"},
+        ),
+        {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 29},
+        {"cpu": 70, "memory": 574 * MI, "ephemeral-storage": GI},
+        {"memory": 794506036, "ephemeral-storage": 3 * GI},
+        {"cpu": 1930, "memory": 7003 * MI - 794506036, "ephemeral-storage": 16 * GI, "pods": 29},
+    ),
+    (  # evictionSoft below evictionHard: the hard one stays
+        "m5.large",
+        NodeKnobs(
+            eviction_hard={"memory.available": "5%"}, eviction_soft={"memory.available": "200Mi"}
+        ),
+        {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 29},
+        {"cpu": 70, "memory": 574 * MI, "ephemeral-storage": GI},
+        {"memory": 397253018, "ephemeral-storage": 2 * GI},
+        {"cpu": 1930, "memory": 7003 * MI - 397253018, "ephemeral-storage": 17 * GI, "pods": 29},
+    ),
+    (  # evictionSoft alone replaces the 100Mi default
+        "m5.large",
+        NodeKnobs(eviction_soft={"memory.available": "500Mi"}),
+        {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 29},
+        {"cpu": 70, "memory": 574 * MI, "ephemeral-storage": GI},
+        {"memory": 500 * MI, "ephemeral-storage": 2 * GI},
+        {"cpu": 1930, "memory": 6503 * MI, "ephemeral-storage": 17 * GI, "pods": 29},
+    ),
+    (  # Bottlerocket cannot set evictionSoft: it does not count
+        "m5.large",
+        NodeKnobs(ami_family="Bottlerocket", eviction_soft={"memory.available": "500Mi"}),
+        {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 29},
+        {"cpu": 70, "memory": 574 * MI, "ephemeral-storage": GI},
+        {"memory": 100 * MI, "ephemeral-storage": 2 * GI},
+        {"cpu": 1930, "memory": 6903 * MI, "ephemeral-storage": 17 * GI, "pods": 29},
+    ),
     (  # Windows: 110 pods, 50Gi C: drive, kube-reserved memory from the 110 pods
         "m5.large",
         NodeKnobs(ami_family="Windows2022", ephemeral_storage=50 * GI),
@@ -377,6 +414,7 @@ def test_knobs_from_nodeclass():
         kube_reserved={"cpu": 250, "memory": GI, "ephemeral-storage": 2 * GI},
         system_reserved={"memory": 300 * MI},
         eviction_hard={"memory.available": "5%", "nodefs.available": "15%"},
+        eviction_soft={"memory.available": "10%"},
         ephemeral_storage=80 * GI,
         instance_store_raid0=True,
         vm_memory_overhead_percent=0.05,
