@@ -365,21 +365,25 @@ def _nodepool_to_v1beta1(obj: JSON) -> JSON:
 
 def _nodeclaim_to_v1(obj: JSON, changes: list[str], pools: NodePools) -> JSON:
     saved = _pop_json_annotation(obj, V1_FIELDS_ANNOTATION)
-    spec = _claim_spec_to_v1(obj, _obj(obj.get("spec")), changes, "spec")
-    obj["spec"] = spec
+    obj["spec"] = _claim_spec_to_v1(obj, _obj(obj.get("spec")), changes, "spec")
     obj["apiVersion"] = V1_NODEPOOL
     _restore_v1_fields(obj, saved)
-    spec = _obj(obj.get("spec"))
-    pool_name = nodepool_of(obj)
-    pool = pools.get(pool_name) if pool_name is not None else None
-    expire_after = _obj(_obj(_obj(_obj(pool).get("spec")).get("template")).get("spec")).get(
-        "expireAfter"
-    )
-    # A v1 claim read and written back through v1beta1 keeps its own (restored) expiry.
-    if expire_after is not None and "expireAfter" not in spec:
-        spec["expireAfter"] = expire_after
-        changes.append(f"spec.expireAfter: {expire_after}, from NodePool {pool_name}")
+    _expiry_from_nodepool(obj, pools, changes)
     return obj
+
+
+def _expiry_from_nodepool(obj: JSON, pools: NodePools, changes: list[str]) -> None:
+    """Give a claim converted from v1beta1 its NodePool's ``template.spec.expireAfter``."""
+    spec = _obj(obj.get("spec"))
+    if "expireAfter" in spec:
+        return  # a v1 claim read and written back through v1beta1 keeps its own
+    name = nodepool_of(obj)
+    pool = pools.get(name) if name is not None else None
+    template = _obj(_obj(_obj(pool).get("spec")).get("template"))
+    expire_after = _obj(template.get("spec")).get("expireAfter")
+    if expire_after is not None:
+        spec["expireAfter"] = expire_after
+        changes.append(f"spec.expireAfter: {expire_after}, from NodePool {name}")
 
 
 def _nodeclaim_to_v1beta1(obj: JSON) -> JSON:
