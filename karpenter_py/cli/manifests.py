@@ -10,7 +10,9 @@ Kinds and what happens to them:
 * v1beta1 ``NodePool``/``NodeClaim`` (karpenter.sh/v1beta1) and ``EC2NodeClass``
   (karpenter.k8s.aws/v1beta1), as older guides write them: validated as v1beta1, converted to v1
   by ``karpenter_py.model.api.convert`` (as the conversion webhook converts them) and then read as
-  v1 objects; one warning per converted object says what changed.
+  v1 objects; one warning per converted object says what changed. A v1beta1 NodeClaim is read
+  after every other document: it takes the ``expireAfter`` of the NodePool its
+  ``karpenter.sh/nodepool`` label names when that NodePool is in the input (720h otherwise).
 * ``Pod`` (v1): pending (no ``spec.nodeName``) pods are planned; bound pods use their Node's
   capacity. Finished pods (Succeeded/Failed) are skipped, as are unbound pods that are being
   deleted or that others place (DaemonSet-owned, mirror pods).
@@ -448,6 +450,8 @@ class _Collector:
     # For ``plan --disruption``: the NodePool models and the PodDisruptionBudget documents.
     nodepool_models: dict[str, NodePool] = field(default_factory=dict)
     pdbs: list[tuple[JSON, Source]] = field(default_factory=list)
+    # v1beta1 NodeClaim documents, read once every NodePool is known.
+    v1beta1_claims: list[tuple[JSON, Source]] = field(default_factory=list)
 
     def claim_pod_name(self, key: str, source: Source) -> None:
         earlier = self.pod_sources.get(key)
@@ -800,9 +804,17 @@ def _read_document(col: _Collector, file: str, index: int, raw: object, prefix: 
             f"{kind} is served as {' or '.join(versions)}, not {api_version!r}", "apiVersion"
         )
     if api_version in _V1BETA1_MODELS:
+        if kind == "NodeClaim":
+            # Converted once every NodePool is read: it takes its NodePool's expireAfter.
+            col.v1beta1_claims.append((doc, source))
+            return
         doc = _converted_v1beta1(col, doc, source, str(api_version))
+    _read_kind(col, doc, source)
+
+
+def _read_kind(col: _Collector, doc: JSON, source: Source) -> None:
     try:
-        _READERS[kind](col, doc, source)
+        _READERS[source.kind](col, doc, source)
     except ParseError as err:
         raise source.error(err.message, err.path) from None
 
@@ -813,12 +825,19 @@ _V1BETA1_MODELS: Final[Mapping[str, Mapping[str, type[BaseModel]]]] = {
 }
 
 
-def _converted_v1beta1(col: _Collector, doc: JSON, source: Source, api_version: str) -> JSON:
+def _converted_v1beta1(
+    col: _Collector,
+    doc: JSON,
+    source: Source,
+    api_version: str,
+    nodepools: convert.NodePools | None = None,
+) -> JSON:
     """A v1beta1 object validated as v1beta1, then in its v1 form, with one warning saying
-    what the conversion changed (the webhook converts the same way)."""
+    what the conversion changed (the webhook converts the same way; ``nodepools``: the v1
+    NodePools of the input, for NodeClaims)."""
     try:
         _V1BETA1_MODELS[api_version][source.kind].model_validate(doc)
-        converted = convert.to_v1(doc)
+        converted = convert.to_v1(doc, nodepools or {})
     except ValidationError as err:
         raise validation_error(source, err) from None
     except convert.ConversionError as err:
@@ -850,7 +869,20 @@ def load_manifests(files: Sequence[str]) -> Manifests:
             if raw is None:  # an empty document ("---" twice, a trailing "---")
                 continue
             _read_document(col, file, index, raw)
+    _read_v1beta1_claims(col)
     return _finish(col)
+
+
+def _read_v1beta1_claims(col: _Collector) -> None:
+    """The v1beta1 NodeClaims, after every NodePool: each takes the ``expireAfter`` of the
+    NodePool its label names, as the conversion webhook looks it up (their warnings come last)."""
+    pools = {
+        name: model.model_dump(by_alias=True, exclude_none=True, mode="json")
+        for name, model in col.nodepool_models.items()
+    }
+    for doc, source in col.v1beta1_claims:
+        api_version = str(doc.get("apiVersion"))
+        _read_kind(col, _converted_v1beta1(col, doc, source, api_version, pools), source)
 
 
 def _finish(col: _Collector) -> Manifests:

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from karpenter_py.cli.main import main
+from karpenter_py.cli.manifests import load_manifests
 
 # The NodePool and EC2NodeClass of Karpenter's v0.3x getting-started guide.
 GUIDE_V1BETA1 = """\
@@ -182,3 +183,33 @@ def test_invalid_v1beta1_is_an_error(
     _, err = capsys.readouterr()
     assert code == 2
     assert message in err
+
+
+def _beta_claim(name: str, pool: str) -> dict[str, object]:
+    return {
+        "apiVersion": "karpenter.sh/v1beta1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
+        "spec": {"requirements": [], "nodeClassRef": {"name": "default"}},
+        "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"}},
+    }
+
+
+def test_v1beta1_nodeclaims_take_their_nodepool_expiry(tmp_path: Path) -> None:
+    # The claims come before their NodePool: they are converted once every NodePool is read.
+    pool = GUIDE_V1BETA1.split("---\n")[0].replace("expireAfter: 720h", "expireAfter: 48h")
+    path = tmp_path / "dump.yaml"
+    docs = [_beta_claim("default-a", "default"), _beta_claim("gone-b", "gone")]
+    path.write_text(yaml.safe_dump_all(docs) + "---\n" + pool, encoding="utf-8")
+    manifests = load_manifests([str(path)])
+    claims = {c.metadata.name: c.spec.expire_after for c, _ in manifests.cluster.nodeclaims}
+    assert claims == {"default-a": "48h", "gone-b": "720h"}
+    # The NodePool's own conversion warning comes first (it is read in place); the claims' last.
+    assert manifests.warnings[0].startswith(f"{path}: document 3 (NodePool default): ")
+    assert manifests.warnings[1:] == [
+        f"{path}: document 1 (NodeClaim default-a): NodeClaim karpenter.sh/v1beta1 converted to "
+        "v1: spec.nodeClassRef: no apiVersion, now group karpenter.k8s.aws, kind EC2NodeClass; "
+        "spec.expireAfter: 48h, from NodePool default",
+        f"{path}: document 2 (NodeClaim gone-b): NodeClaim karpenter.sh/v1beta1 converted to v1: "
+        "spec.nodeClassRef: no apiVersion, now group karpenter.k8s.aws, kind EC2NodeClass",
+    ]
