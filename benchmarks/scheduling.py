@@ -210,6 +210,7 @@ def run_case(
     *,
     policy: Literal["Respect", "Ignore"] = "Respect",
     diverse: bool = True,
+    repack: bool = True,
 ) -> dict[str, Any]:
     pool = pool_template(name="default", limits={"cpu": "10000000", "memory": "10000000Gi"})
     types = fake_instance_types(400)
@@ -217,7 +218,7 @@ def run_case(
         pods=pods,
         pools=[pool],
         instance_types={"default": types},
-        options=SolveOptions(preference_policy=policy),
+        options=SolveOptions(preference_policy=policy, repack=repack),
     )
     gc.collect()
     start = time.perf_counter()
@@ -227,6 +228,7 @@ def run_case(
     placed = plan.placed_pods()
     result = {
         "case": name,
+        "repack": repack,
         "pods": len(pods),
         "seconds": round(seconds, 4),
         "pods_per_sec": round(len(pods) / seconds, 1) if seconds else None,
@@ -474,6 +476,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="write results as JSON here")
     parser.add_argument(
+        "--greedy", action="store_true", help="solve without the packing step (repack=False)"
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="run every case greedy and packed, side by side",
+    )
+    parser.add_argument(
         "--warm-round",
         action="store_true",
         help="time one-pod provisioning rounds on the 1,340-type AWS catalog, cold and warm",
@@ -500,7 +510,12 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps(warm, indent=2) + "\n")
         return 0
     sizes = list(SIZES) if args.all else (args.pods or [5000])
-    results = [run_case(f"diverse-{n}", diverse_pods(n)) for n in sizes]
+    # --compare: each case greedy (repack=False) then packed, one after the other, so the two
+    # are measured side by side on the same machine state.
+    modes = (False, True) if args.compare else (not args.greedy,)
+    results = [
+        run_case(f"diverse-{n}", diverse_pods(n), repack=mode) for n in sizes for mode in modes
+    ]
     if args.all or args.preferences:
         policies: tuple[Literal["Respect", "Ignore"], ...] = ("Respect", "Ignore")
         variants = (
@@ -509,15 +524,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         for prefix, make in variants:
             for policy in policies:
-                results.append(
-                    run_case(
-                        f"{prefix}-{policy.lower()}-4000", make(4000), policy=policy, diverse=False
+                pods = make(4000)
+                for mode in modes:
+                    results.append(
+                        run_case(
+                            f"{prefix}-{policy.lower()}-4000",
+                            pods,
+                            policy=policy,
+                            diverse=False,
+                            repack=mode,
+                        )
                     )
-                )
     failed = False
     for r in results:
         print(
-            f"{r['case']:>31}: {r['pods']:>6} pods {r['seconds']:>9.3f}s {r['pods_per_sec']:>9} pods/s "
+            f"{r['case']:>31}{'' if r['repack'] else ' (greedy)':>9}: {r['pods']:>6} pods "
+            f"{r['seconds']:>9.3f}s {r['pods_per_sec']:>9} pods/s "
             f"{r['nodes']:>5} nodes  unplaced={r['unplaced']}  ${r['hourly_cost']}/h"
         )
         for p in r["problems"]:

@@ -51,7 +51,13 @@ class NewClaim:
     )
 
     def __init__(
-        self, index: PoolIndex, hostname: str, mask: int, *, relax_min_values: bool = False
+        self,
+        index: PoolIndex,
+        hostname: str,
+        mask: int,
+        *,
+        relax_min_values: bool = False,
+        pinned: Requirements | None = None,
     ) -> None:
         self.index = index
         # MIN_VALUES_POLICY=BestEffort: the first pod may lower minValues to what its types offer;
@@ -61,6 +67,11 @@ class NewClaim:
         self.hostname = hostname
         self.mask = mask
         self.requirements = index.requirements.with_req(Req.in_(LABEL_HOSTNAME, (hostname,)))
+        if pinned:
+            # Domains the claim must keep (the packing step moves pods only within theirs).
+            self.requirements = self.requirements & pinned
+            mask &= index.reqs_mask(pinned) & index.offering_mask(self.requirements)
+            self.mask = mask
         self.requests: Resources = {}
         self.pods: list[PodState] = []
         self.ports: list[HostPort] = []

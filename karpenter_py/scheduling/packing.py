@@ -24,6 +24,7 @@ from typing import Final
 from karpenter_py.scheduling.claims import NewClaim
 from karpenter_py.scheduling.instances import PoolIndex
 from karpenter_py.scheduling.podstate import PodState
+from karpenter_py.scheduling.requirements import Requirements
 from karpenter_py.scheduling.topology import Topology
 
 # Types whose packing is simulated per pod shape: the lowest fractional bounds. The bound is
@@ -33,6 +34,9 @@ CANDIDATES: Final = 6
 PER_CLASS: Final = 2
 # Column generation stops after this many patterns entered (it usually converges far sooner).
 MAX_COLUMNS: Final = 200
+# ... or once this many pivots in a row lowered the LP's cost by less than STALL_GAIN each.
+STALL_PIVOTS: Final = 15
+STALL_GAIN: Final = 5e-4
 # The candidates (best by the cheap fills) that also get the slower ``_scarcity_fill``.
 SCARCITY_CANDIDATES: Final = 3
 SCARCITY_MAX_PODS: Final = 32
@@ -59,27 +63,28 @@ def repack(
     claims: Sequence[NewClaim],
     order: Sequence[PodState],
     *,
+    pins: Mapping[int, Requirements],
     hostnames: Iterator[str],
     relax_min_values: bool,
     max_claims: int | None = None,
 ) -> Repacked | None:
     """Pack the pods of ``claims`` (all of one pool, placed in ``order``) onto fewer dollars.
 
-    None when no cheaper packing is found (or it needs more than ``max_claims`` claims).
-    ``hostnames`` gives the new claims' placeholder names.
+    ``pins`` (by pod index) are the topology domains a pod must keep: its node's value of every
+    key a topology group involving it uses. None when no cheaper packing is found (or it needs
+    more than ``max_claims`` claims). ``hostnames`` gives the new claims' placeholder names.
     """
     if not claims:
         return None
     idx = claims[0].index
     greedy = sum(claim_price(c) for c in claims)
-    groups: dict[int, list[PodState]] = {}
+    groups: dict[tuple[object, ...], list[PodState]] = {}
     for st in order:
-        groups.setdefault(id(st.requirements), []).append(st)
+        groups.setdefault((id(st.requirements), *_pin_key(pins.get(st.index))), []).append(st)
     layout: list[_Pattern] = []
     for states in groups.values():
-        workload = _Workload(idx, states)
-        layout.extend(workload.layout())
-    packed = _pack(idx, order, layout, hostnames, relax_min_values)
+        layout.extend(_Workload(idx, states, pins.get(states[0].index)).layout())
+    packed = _pack(idx, order, layout, pins, hostnames, relax_min_values)
     if packed is None or (max_claims is not None and len(packed) > max_claims):
         return None
     cost = sum(claim_price(c) for c in packed)
@@ -88,12 +93,19 @@ def repack(
     return Repacked(packed, cost, greedy)
 
 
+def _pin_key(pinned: Requirements | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not pinned:
+        return ()
+    return tuple(sorted((k, tuple(sorted(r.values))) for k, r in pinned.items()))
+
+
 # ---------------------------------------------------------------------- planning by shape
 @dataclass(frozen=True, slots=True)
 class _Pattern:
     """``mult`` nodes capped at type ``target``, each taking ``take[c]`` pods of class c."""
 
     target: int
+    pinned: Requirements | None  # topology domains the nodes must keep
     classes: tuple[tuple[PodState, ...], ...]  # the workload's pods, class by class
     take: tuple[int, ...]
     mult: int
@@ -104,9 +116,14 @@ class _Workload:
     them; plans nodes for them by request vectors alone (no requirement checks: ``_pack`` does
     those when it places the pods for real)."""
 
-    def __init__(self, idx: PoolIndex, states: Sequence[PodState]) -> None:
+    def __init__(
+        self, idx: PoolIndex, states: Sequence[PodState], pinned: Requirements | None
+    ) -> None:
         self.idx = idx
+        self.pinned = pinned
         self.reqs = idx.requirements & states[0].requirements
+        if pinned:
+            self.reqs = self.reqs & pinned
         self.names = tuple(sorted({n for st in states for n in st.pod.requests}))
         by_vec: dict[_Vector, list[PodState]] = {}
         for st in states:
@@ -191,7 +208,7 @@ class _Workload:
         best: tuple[float, list[_Pattern]] | None = None
         for _, i in self._bounds(counts)[:CANDIDATES]:
             plan = [
-                _Pattern(i, tuple(self.pods), take, mult)
+                _Pattern(i, self.pinned, tuple(self.pods), take, mult)
                 for take, mult in _ffd([c for _, c in counts], self.vecs, self.caps[i])
             ]
             cost = self._estimate(plan)
@@ -230,8 +247,8 @@ class _Workload:
             most = 0
             for sizes in self._sizes(i):
                 order = sorted(fitting, key=lambda c: -value[c] / sizes[c])
-                take = _first_fit(left, self.vecs, cap, order)
-                best, rate = self._rate(best, take, value)
+                take, fill = _first_fit(left, self.vecs, cap, order)
+                best, rate = self._rate(best, take, fill, value)
                 best_here = max(best_here, rate)
                 most = max(most, sum(take))
             # Only small nodes need the finer fill: on a node of many pods, taking whole
@@ -240,21 +257,22 @@ class _Workload:
                 rated.append((-best_here, i, fitting))
         rated.sort(key=lambda r: r[0])
         for _, i, fitting in rated[:SCARCITY_CANDIDATES]:
-            take = _scarcity_fill(left, self.vecs, self.caps[i], value, fitting)
-            best, _ = self._rate(best, take, value)
+            take, fill = _scarcity_fill(left, self.vecs, self.caps[i], value, fitting)
+            best, _ = self._rate(best, take, fill, value)
         return best
 
     def _rate(
         self,
         best: tuple[float, float, list[int], int] | None,
         take: list[int],
+        fill: _Vector,
         value: Sequence[float],
     ) -> tuple[tuple[float, float, list[int], int] | None, float]:
         """``take``'s value per dollar, and the better of it and ``best``."""
         worth = sum(k * v for k, v in zip(take, value, strict=True) if k)
         if worth <= 0:
             return best, 0.0
-        price, target = self.cheapest(self._fill(take))
+        price, target = self.cheapest(fill)
         rate = worth / price
         if best is None or rate > best[0]:
             return (rate, price, take, target), rate
@@ -296,7 +314,7 @@ class _Workload:
             mult = min(n // k for n, k in zip(left, take, strict=True) if k)
             for c, k in enumerate(take):
                 left[c] -= k * mult
-            plan.append(_Pattern(target, tuple(self.pods), tuple(take), mult))
+            plan.append(_Pattern(target, self.pinned, tuple(self.pods), tuple(take), mult))
         return plan
 
     def _by_columns(self) -> list[_Pattern]:
@@ -310,6 +328,8 @@ class _Workload:
         master = _Master.start(self, counts, value, candidates)
         if master is None:
             return self._by_value(counts, value, candidates)
+        cost = master.cost()
+        stalled = 0
         for _ in range(MAX_COLUMNS):
             duals = master.duals()
             best = self._best_fill(counts, duals, candidates)
@@ -321,12 +341,18 @@ class _Workload:
                 break
             if not master.enter(best[2], best[1], best[3]):
                 break
+            # Degenerate pivots can go on long for little: stop when the cost stops falling.
+            now = master.cost()
+            stalled = stalled + 1 if now > cost * (1 - STALL_GAIN) else 0
+            cost = min(cost, now)
+            if stalled >= STALL_PIVOTS:
+                break
         plan: list[_Pattern] = []
         left = list(counts)
         for take, target, x in master.solution():
             mult = int(x + 1e-9)
             if mult:
-                plan.append(_Pattern(target, tuple(self.pods), tuple(take), mult))
+                plan.append(_Pattern(target, self.pinned, tuple(self.pods), tuple(take), mult))
                 for c, k in enumerate(take):
                     left[c] -= k * mult
         return plan + self._by_value(left, value, candidates)
@@ -406,6 +432,9 @@ class _Master:
         self.targets[leave] = target
         return True
 
+    def cost(self) -> float:
+        return sum(p * x for p, x in zip(self.prices, self.x, strict=True))
+
     def solution(self) -> list[tuple[list[int], int, float]]:
         return [
             (col, target, max(x, 0.0))
@@ -415,19 +444,28 @@ class _Master:
 
 def _first_fit(
     left: Sequence[int], vecs: Sequence[_Vector], cap: _Vector, order: Sequence[int]
-) -> list[int]:
+) -> tuple[list[int], _Vector]:
     """How many of each class one node of ``cap`` takes, classes in ``order``, each as many as
-    fit."""
-    fill = tuple(0 for _ in cap)
+    fit; and the node's fill. (The innermost loop of planning: written out, not via ``_room``.)"""
+    room = list(cap)
     take = [0] * len(left)
     for c in order:
-        n = left[c]
-        if n:
-            k = min(n, _room(fill, vecs[c], cap))
-            if k:
-                fill = _plus(fill, vecs[c], k)
-                take[c] = k
-    return take
+        k = left[c]
+        if not k:
+            continue
+        vec = vecs[c]
+        for r, v in enumerate(vec):
+            if v:
+                most = room[r] // v
+                if most < k:
+                    k = most
+                    if k <= 0:
+                        break
+        if k > 0:
+            take[c] = k
+            for r, v in enumerate(vec):
+                room[r] -= v * k
+    return take, tuple(c - r for c, r in zip(cap, room, strict=True))
 
 
 def _scarcity_fill(
@@ -436,7 +474,7 @@ def _scarcity_fill(
     cap: _Vector,
     value: Sequence[float],
     live: Sequence[int],
-) -> list[int]:
+) -> tuple[list[int], _Vector]:
     """A fill that re-weighs resources as the node fills: each step takes, from the class with
     the most value per share of what is *left* of the node, half of what of it still fits (at
     least one), so a resource running out makes the pods that need it look dear."""
@@ -459,7 +497,7 @@ def _scarcity_fill(
             if density > best_density:
                 best_c, best_density, best_k = c, density, min(k, avail)
         if best_c < 0:
-            return take
+            return take, tuple(fill)
         step = max(1, best_k // 2)
         take[best_c] += step
         for r, v in enumerate(vecs[best_c]):
@@ -610,14 +648,15 @@ def _pack(
     idx: PoolIndex,
     order: Sequence[PodState],
     layout: Sequence[_Pattern],
+    pins: Mapping[int, Requirements],
     hostnames: Iterator[str],
     relax_min_values: bool,
 ) -> list[NewClaim] | None:
     """Place the pods for real, through ``try_add``: first the planned nodes, each taking its
     pattern's pods; then whatever did not go in as planned (or was not planned), first-fit in
     ``order`` into the open nodes under their caps, else into a new uncapped node."""
-    # The pods moved here involve no topology group (the caller checks), so an empty Topology
-    # answers for them exactly as the solve's own would, without re-counting them there.
+    # The pods moved here keep every topology domain that matters to them (the caller checks),
+    # so an empty Topology answers for them as the solve's own would, without re-counting them.
     topology = Topology(universe={}, placed=(), namespace_labels={})
     queues: dict[int, deque[PodState]] = {}
     bins: list[_Bin] = []
@@ -625,21 +664,26 @@ def _pack(
     for pattern in layout:
         cap = idx.effective[pattern.target]
         for _ in range(pattern.mult):
-            b = _Bin(
-                NewClaim(idx, next(hostnames), idx.all, relax_min_values=relax_min_values), cap
+            claim = NewClaim(
+                idx,
+                next(hostnames),
+                idx.all,
+                relax_min_values=relax_min_values,
+                pinned=pattern.pinned,
             )
+            b = _Bin(claim, cap)
             for pods, k in zip(pattern.classes, pattern.take, strict=True):
                 queue = queues.setdefault(id(pods), deque(pods))
                 for st in [queue.popleft() for _ in range(min(k, len(queue)))]:
                     if (
                         b.admits(st.pod.requests)
-                        and b.claim.try_add(st, topology, st.signature) is None
+                        and claim.try_add(st, topology, st.signature) is None
                     ):
                         placed.add(st.index)
-            if b.claim.pods:
+            if claim.pods:
                 bins.append(b)
     rest = [st for st in order if st.index not in placed]
-    if not _first_fit_into(idx, rest, bins, topology, hostnames, relax_min_values):
+    if not _first_fit_into(idx, rest, bins, pins, topology, hostnames, relax_min_values):
         return None
     return [b.claim for b in bins]
 
@@ -648,6 +692,7 @@ def _first_fit_into(
     idx: PoolIndex,
     order: Sequence[PodState],
     bins: list[_Bin],
+    pins: Mapping[int, Requirements],
     topology: Topology,
     hostnames: Iterator[str],
     relax_min_values: bool,
@@ -659,20 +704,37 @@ def _first_fit_into(
     scan = [b for b in bins if not order or b.admits(smallest[0])]
     for pos, st in enumerate(order):
         requests = st.pod.requests
+        pinned = pins.get(st.index)
         for b in scan:
-            if b.admits(requests) and b.claim.try_add(st, topology, st.signature) is None:
+            if (
+                b.admits(requests)
+                and _keeps(b.claim, pinned)
+                and b.claim.try_add(st, topology, st.signature) is None
+            ):
                 break
         else:
-            b = _Bin(
-                NewClaim(idx, next(hostnames), idx.all, relax_min_values=relax_min_values), None
+            claim = NewClaim(
+                idx, next(hostnames), idx.all, relax_min_values=relax_min_values, pinned=pinned
             )
-            if b.claim.try_add(st, topology, st.signature) is not None:
+            if claim.try_add(st, topology, st.signature) is not None:
                 return False  # cannot happen for a pod the greedy pass placed; keep its plan
+            b = _Bin(claim, None)
             bins.append(b)
             scan.append(b)
         if pos + 1 < len(order) and smallest[pos + 1] is not smallest[pos]:
             upcoming = smallest[pos + 1]
             scan = [b for b in scan if b.admits(upcoming)]
+    return True
+
+
+def _keeps(claim: NewClaim, pinned: Requirements | None) -> bool:
+    """Whether the claim is already within the domains ``pinned`` allows, key by key."""
+    if not pinned:
+        return True
+    for key, req in pinned.items():
+        held = claim.requirements.get(key)
+        if held is None or held.complement or not held.values <= req.values:
+            return False
     return True
 
 

@@ -179,12 +179,20 @@ class _Solver:
         return self._plan(unplaced, errors)
 
     def _repack(self, order: list[PodState]) -> None:
-        """Re-pack each pool's new claims whose pods no topology rule or volume ties down
-        (``scheduling.packing``); the claims change only where that is cheaper and fits limits."""
+        """Re-pack each pool's new claims whose pods can move (``scheduling.packing``): no
+        volumes, and every topology group involving them keyed on a domain (zone, capacity
+        type, ...) their claim is pinned to, which they keep. The claims change only where
+        that is cheaper and fits the pool's limits."""
         movable: dict[PoolIndex, list[NewClaim]] = {}
+        pins: dict[int, Requirements] = {}
         for claim in self.claims:
-            if not claim.min_values_relaxed and all(self._movable(st) for st in claim.pods):
-                movable.setdefault(claim.index, []).append(claim)
+            if claim.min_values_relaxed:
+                continue
+            held = [self._pins(st, claim) for st in claim.pods]
+            if any(p is None for p in held):
+                continue
+            pins.update((st.index, p) for st, p in zip(claim.pods, held, strict=True) if p)
+            movable.setdefault(claim.index, []).append(claim)
         if not movable:
             return
         position = {st.index: n for n, st in enumerate(order)}
@@ -195,6 +203,7 @@ class _Solver:
             done = repack(
                 claims,
                 pods,
+                pins=pins,
                 hostnames=names,
                 relax_min_values=self.inp.options.min_values_policy == "BestEffort",
                 max_claims=None if self.inp.options.repack_split else len(claims),
@@ -206,8 +215,24 @@ class _Solver:
         if replaced:
             self.claims = [n for c in self.claims for n in replaced.get(c, [c])]
 
-    def _movable(self, st: PodState) -> bool:
-        return st.index not in self.volumes and not self.topology.involves(st.index, st.pod)
+    def _pins(self, st: PodState, claim: NewClaim) -> Requirements | None:
+        """The domains the pod must stay within to move (empty when none matter), or None when
+        it cannot move: it has volumes, a hostname-keyed group involves it, or its claim leaves
+        a key that matters open."""
+        if st.index in self.volumes:
+            return None
+        keys = self.topology.keys_involving(st.index, st.pod)
+        if keys is None or LABEL_HOSTNAME in keys:
+            return None
+        pinned: dict[str, Req] = {}
+        for key in keys:
+            # The claim's domains of the key: one the groups counted it in, or several (then no
+            # group counted it, as the node may land in any), which the pod must stay within.
+            held = claim.requirements.get(key)
+            if held is None or held.complement or not held.values:
+                return None
+            pinned[key] = held
+        return Requirements(pinned)
 
     def _recharge(self, idx: PoolIndex, old: list[NewClaim], new: list[NewClaim]) -> bool:
         """Swap the old claims' charge against the pool's limits for the new ones', if it fits."""

@@ -56,6 +56,11 @@ class NodeFilter:
             return False
         return self.tolerations is None or untolerated(taints, self.tolerations) is None
 
+    def counts_every_node(self) -> bool:
+        """True when the filter passes every node whatever its labels and taints (a pod with
+        no node affinity under the default nodeAffinityPolicy Honor, taints ignored)."""
+        return self.tolerations is None and (self.terms is None or any(not t for t in self.terms))
+
 
 @dataclass(frozen=True, slots=True)
 class GroupKey:
@@ -424,14 +429,21 @@ class Topology:
         self._selecting[key] = (self._version, groups, inverse)
         return groups, inverse
 
-    def involves(self, index: int, pod: Pod) -> bool:
-        """Whether where the pod goes matters to any group: one it owns (its own spread or pod
-        (anti-)affinity) or one that counts it. Pods it does not involve can move between new
-        NodeClaims without changing any topology decision."""
-        if index in self.owned or index in self.inverse_owned:
-            return True
-        groups, inverse = self._selecting_groups(pod)
-        return bool(groups or inverse)
+    def keys_involving(self, index: int, pod: Pod) -> frozenset[str] | None:
+        """The topology keys of every group where the pod goes matters to: those it owns (its
+        own spread or pod (anti-)affinity) and those that count it. A pod may move between new
+        NodeClaims without changing any topology decision when it keeps its domain of each.
+        None when a group filters the nodes it counts by their labels or taints (that depends on
+        more than the domain)."""
+        groups = [*self.owned.get(index, ()), *self.inverse_owned.get(index, ())]
+        counting, inverse = self._selecting_groups(pod)
+        groups.extend(counting)
+        groups.extend(inverse)
+        for g in groups:
+            nf = g.gkey.node_filter
+            if nf is not None and not nf.counts_every_node():
+                return None
+        return frozenset(g.key for g in groups)
 
     def prefilter(self, index: int, pod: Pod, pod_reqs: Mapping[str, Req]) -> Prefilter:
         """Cheap necessary conditions for this pod, valid until the next placement.
