@@ -185,6 +185,13 @@ class PoolIndex:
                     acc[name] = acc.get(name, 0) + amount
                 if ds.host_ports:
                     self.daemon_ports[i] = self.daemon_ports[i] + ds.host_ports
+        # The distinct overheads, each with the types that carry it.
+        groups: dict[tuple[tuple[str, int], ...], tuple[dict[str, int], int]] = {}
+        for i, acc in enumerate(self.daemon_requests):
+            key = tuple(sorted(acc.items()))
+            held = groups.get(key)
+            groups[key] = (acc, 1 << i) if held is None else (held[0], held[1] | (1 << i))
+        self.daemon_groups: list[tuple[dict[str, int], int]] = list(groups.values())
         # Each daemonset host port with the types whose nodes would run it, for ports_mask().
         port_masks: dict[HostPort, int] = {}
         for i, ports in enumerate(self.daemon_ports):

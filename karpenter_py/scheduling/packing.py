@@ -31,15 +31,17 @@ from karpenter_py.scheduling.topology import Topology
 # close to the packed cost for the best few, so more candidates rarely change the choice.
 CANDIDATES: Final = 6
 # Per pod shape, the types with the lowest bound for it alone join the value plan's candidates.
-PER_CLASS: Final = 2
+PER_CLASS: Final = 3
 # Column generation stops after this many patterns entered (it usually converges far sooner).
-MAX_COLUMNS: Final = 200
+MAX_COLUMNS: Final = 120
 # ... or once this many pivots in a row lowered the LP's cost by less than STALL_GAIN each.
-STALL_PIVOTS: Final = 15
-STALL_GAIN: Final = 5e-4
+STALL_PIVOTS: Final = 20
+STALL_GAIN: Final = 1e-4
 # The candidates (best by the cheap fills) that also get the slower ``_scarcity_fill``.
 SCARCITY_CANDIDATES: Final = 3
 SCARCITY_MAX_PODS: Final = 32
+# The least-filled claims of a packing that are tried in pairs for a merge onto one node.
+MERGE_CANDIDATES: Final = 12
 # A re-pack must save at least this fraction to replace the greedy claims (float noise aside).
 MIN_SAVING: Final = 1e-9
 
@@ -228,7 +230,10 @@ class _Workload:
         return value, list(candidates)
 
     def _best_fill(
-        self, left: Sequence[int], value: Sequence[float], candidates: Sequence[int]
+        self,
+        left: Sequence[int],
+        value: Sequence[float],
+        candidates: Sequence[int],
     ) -> tuple[float, float, list[int], int] | None:
         """The node with the most value per dollar. Per candidate type, the pods left are
         taken in a knapsack's greedy order (most value per size first, for a few ways of
@@ -322,22 +327,36 @@ class _Workload:
         stock): pattern counts x >= 0 covering every class exactly at least cost, solved by a
         revised simplex over one row per class, new patterns priced by the greedy knapsack of
         ``_best_fill`` under the LP's duals. Whole copies of its patterns are kept; the pods
-        left over are planned node by node with the same values."""
+        left over are planned node by node with the same values. (Solving the LP again for
+        what is left was tried: no cheaper on the cost benchmark, and three times slower.)"""
         value, candidates = self._values()
-        counts = [len(p) for p in self.pods]
-        master = _Master.start(self, counts, value, candidates)
+        left = [len(p) for p in self.pods]
+        plan: list[_Pattern] = []
+        master = self._columns(left, value, candidates)
+        if master is not None:
+            for take, target, x in master.solution():
+                mult = int(x + 1e-9)
+                if mult:
+                    plan.append(_Pattern(target, self.pinned, tuple(self.pods), tuple(take), mult))
+                    for c, k in enumerate(take):
+                        left[c] -= k * mult
+        return plan + self._by_value(left, value, candidates)
+
+    def _columns(
+        self, counts: Sequence[int], value: Sequence[float], candidates: Sequence[int]
+    ) -> _Master | None:
+        """The master LP for ``counts``, solved as far as the pricing finds better patterns."""
+        master = _Master.start(self, counts, candidates)
         if master is None:
-            return self._by_value(counts, value, candidates)
+            return None
         cost = master.cost()
         stalled = 0
         for _ in range(MAX_COLUMNS):
             duals = master.duals()
+            # (Trying the cheap fills alone first, and the finer one only when they find
+            # nothing, was no faster overall and dearer on the cost benchmark.)
             best = self._best_fill(counts, duals, candidates)
-            if (
-                best is None
-                or best[1] - sum(d * k for d, k in zip(duals, best[2], strict=True))
-                > -1e-9 * best[1]
-            ):
+            if best is None or not _improves(best, duals):
                 break
             if not master.enter(best[2], best[1], best[3]):
                 break
@@ -347,15 +366,15 @@ class _Workload:
             cost = min(cost, now)
             if stalled >= STALL_PIVOTS:
                 break
-        plan: list[_Pattern] = []
-        left = list(counts)
-        for take, target, x in master.solution():
-            mult = int(x + 1e-9)
-            if mult:
-                plan.append(_Pattern(target, self.pinned, tuple(self.pods), tuple(take), mult))
-                for c, k in enumerate(take):
-                    left[c] -= k * mult
-        return plan + self._by_value(left, value, candidates)
+        return master
+
+
+def _improves(best: tuple[float, float, list[int], int] | None, duals: Sequence[float]) -> bool:
+    """Whether a pattern has negative reduced cost under ``duals`` (it would lower the LP)."""
+    if best is None:
+        return False
+    _, price, take, _ = best
+    return price - sum(d * k for d, k in zip(duals, take, strict=True) if k) < -1e-9 * price
 
 
 class _Master:
@@ -376,17 +395,16 @@ class _Master:
         ]
 
     @staticmethod
-    def start(
-        w: _Workload, counts: Sequence[int], value: Sequence[float], candidates: Sequence[int]
-    ) -> _Master | None:
+    def start(w: _Workload, counts: Sequence[int], candidates: Sequence[int]) -> _Master | None:
         """The basis of single-class patterns: each class alone, as many as fit, on its best
-        candidate type. None when some class fits no candidate."""
+        candidate type (a class with no pods left keeps a one-pod column at zero). None when
+        some class fits no candidate."""
         columns: list[list[int]] = []
         prices: list[float] = []
         targets: list[int] = []
         for c, n in enumerate(counts):
             only = [0] * len(counts)
-            only[c] = n
+            only[c] = max(n, 1)
             best = w._best_fill(
                 only, [1.0 if k == c else 0.0 for k in range(len(counts))], candidates
             )
@@ -478,30 +496,40 @@ def _scarcity_fill(
     """A fill that re-weighs resources as the node fills: each step takes, from the class with
     the most value per share of what is *left* of the node, half of what of it still fits (at
     least one), so a resource running out makes the pods that need it look dear."""
-    fill = [0] * len(cap)
+    room = list(cap)
     take = [0] * len(left)
-    while True:
+    # Each class as (class, its requested resources): a class that stops fitting never fits
+    # again (room only shrinks), so it leaves the list for good.
+    open_classes = [(c, [(r, v) for r, v in enumerate(vecs[c]) if v]) for c in live]
+    while open_classes:
         best_c, best_density, best_k = -1, 0.0, 0
-        for c in live:
-            vec = vecs[c]
+        still = []
+        for c, parts in open_classes:
             avail = left[c] - take[c]
-            if avail <= 0:
-                continue
-            k = min(
-                ((r - u) // v for u, v, r in zip(fill, vec, cap, strict=True) if v), default=avail
-            )
+            k = avail
+            size = 0.0
+            for r, v in parts:
+                free = room[r]
+                most = free // v
+                if most < k:
+                    k = most
+                if k <= 0:
+                    break
+                size += v / free
             if k <= 0:
                 continue
-            size = sum(v / (r - u) for u, v, r in zip(fill, vec, cap, strict=True) if v)
+            still.append((c, parts))
             density = value[c] / size if size else float("inf")
             if density > best_density:
-                best_c, best_density, best_k = c, density, min(k, avail)
+                best_c, best_density, best_k = c, density, k
+        open_classes = still
         if best_c < 0:
-            return take, tuple(fill)
+            break
         step = max(1, best_k // 2)
         take[best_c] += step
         for r, v in enumerate(vecs[best_c]):
-            fill[r] += v * step
+            room[r] -= v * step
+    return take, tuple(c - r for c, r in zip(cap, room, strict=True))
 
 
 def _share(vec: _Vector, cap: _Vector) -> float:
@@ -685,7 +713,82 @@ def _pack(
     rest = [st for st in order if st.index not in placed]
     if not _first_fit_into(idx, rest, bins, pins, topology, hostnames, relax_min_values):
         return None
-    return [b.claim for b in bins]
+    claims = [b.claim for b in bins]
+    return _merge(idx, claims, pins, topology, hostnames, relax_min_values)
+
+
+def _merge(
+    idx: PoolIndex,
+    claims: list[NewClaim],
+    pins: Mapping[int, Requirements],
+    topology: Topology,
+    hostnames: Iterator[str],
+    relax_min_values: bool,
+) -> list[NewClaim]:
+    """Merge pairs of the least-filled claims onto one node where a type holds both for less
+    than the two cost: rounding a plan leaves a few part-filled nodes at its tail."""
+    if len(claims) < 2:
+        return claims
+    fill = {id(c): _utilisation(c) for c in claims}
+    tail = sorted(claims, key=lambda c: fill[id(c)])[:MERGE_CANDIDATES]
+    gone: set[int] = set()
+    added: list[NewClaim] = []
+    for n, a in enumerate(tail):
+        if id(a) in gone:
+            continue
+        for b in tail[n + 1 :]:
+            if id(b) in gone:
+                continue
+            both = claim_price(a) + claim_price(b)
+            total = dict(a.requests)
+            for name, amount in b.requests.items():
+                total[name] = total.get(name, 0) + amount
+            least = idx.cheapest_price(idx.fit_mask(total), a.requirements & b.requirements)
+            if least is None or least >= both * (1 - MIN_SAVING):
+                continue
+            merged = _rebuild(idx, [*b.pods, *a.pods], pins, topology, hostnames, relax_min_values)
+            if merged is not None and claim_price(merged) < both * (1 - MIN_SAVING):
+                gone.update((id(a), id(b)))
+                added.append(merged)
+                break
+    return [c for c in claims if id(c) not in gone] + added
+
+
+def _rebuild(
+    idx: PoolIndex,
+    pods: Sequence[PodState],
+    pins: Mapping[int, Requirements],
+    topology: Topology,
+    hostnames: Iterator[str],
+    relax_min_values: bool,
+) -> NewClaim | None:
+    """One claim holding ``pods`` (all through ``try_add``, each pod's domains kept), or None."""
+    claim = NewClaim(
+        idx,
+        next(hostnames),
+        idx.all,
+        relax_min_values=relax_min_values,
+        pinned=pins.get(pods[0].index),
+    )
+    for st in pods:
+        if claim.try_add(st, topology, st.signature) is not None:
+            return None
+    if not all(_keeps(claim, pins.get(st.index)) for st in pods):
+        return None
+    return claim
+
+
+def _utilisation(claim: NewClaim) -> float:
+    """How full the claim's cheapest option is: its most-used resource's share."""
+    idx = claim.index
+    for _, _, i, _ in idx.offers(claim.requirements):
+        if claim.mask >> i & 1:
+            eff = idx.effective[i]
+            return max(
+                (v / eff[n] for n, v in claim.requests.items() if v and eff.get(n, 0) > 0),
+                default=0.0,
+            )
+    return 1.0
 
 
 def _first_fit_into(

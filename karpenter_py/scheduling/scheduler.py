@@ -583,10 +583,14 @@ def _min_overhead(idx: PoolIndex, chosen: Sequence[int]) -> Resources:
     """Daemonset overhead reserved on the NodeClaim: the smallest across its options."""
     if not idx.daemonsets:
         return {}
-    out: Resources | None = None
+    mask = 0
     for i in chosen:
-        ds = idx.daemon_requests[i]
-        out = dict(ds) if out is None else {k: min(v, ds.get(k, 0)) for k, v in out.items()}
+        mask |= 1 << i
+    out: Resources | None = None
+    # Types share a handful of distinct overheads: take the minimum over those, not each type.
+    for ds, types in idx.daemon_groups:
+        if types & mask:
+            out = dict(ds) if out is None else {k: min(v, ds.get(k, 0)) for k, v in out.items()}
     return {k: v for k, v in (out or {}).items() if v}
 
 
