@@ -714,10 +714,10 @@ def _pack(
     if not _first_fit_into(idx, rest, bins, pins, topology, hostnames, relax_min_values):
         return None
     claims = [b.claim for b in bins]
-    return _merge(idx, claims, pins, topology, hostnames, relax_min_values)
+    return merge_tail(idx, claims, pins, topology, hostnames, relax_min_values)
 
 
-def _merge(
+def merge_tail(
     idx: PoolIndex,
     claims: list[NewClaim],
     pins: Mapping[int, Requirements],
