@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from karpenter_py.kube import NODEPOOLS, KubeClient, NotFoundError, Resource
+from karpenter_py.kube import NODECLAIMS, NODEPOOLS, KubeClient, NotFoundError, Resource
 from karpenter_py.kube.errors import ApiError
 from karpenter_py.manager.certs import not_after
 from karpenter_py.manager.webhook import CONVERTED_CRDS, SECRETS, WebhookConfig, bundle_of, serve
@@ -38,6 +38,7 @@ from tests.clusterfixture import ClusterHandle
 pytestmark = pytest.mark.cluster
 
 NODEPOOLS_V1BETA1 = Resource("karpenter.sh", "v1beta1", "nodepools", False, "NodePool")
+NODECLAIMS_V1BETA1 = Resource("karpenter.sh", "v1beta1", "nodeclaims", False, "NodeClaim")
 EC2NODECLASSES_V1 = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", False, "EC2NodeClass")
 EC2NODECLASSES_V1BETA1 = Resource(
     "karpenter.k8s.aws", "v1beta1", "ec2nodeclasses", False, "EC2NodeClass"
@@ -302,3 +303,46 @@ async def test_webhook_outage_is_a_clear_error_not_data_loss(client: KubeClient)
             for name in (pool, new_pool):
                 with contextlib.suppress(NotFoundError):
                     await client.delete(NODEPOOLS, name)
+
+
+def beta_nodeclaim(name: str, pool: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1beta1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
+        "spec": {
+            "requirements": [
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            ],
+            "nodeClassRef": {"name": "default"},
+            "kubelet": {"maxPods": 50},
+        },
+    }
+
+
+async def test_v1beta1_nodeclaim_takes_its_nodepool_expiry(client: KubeClient) -> None:
+    port = free_port()
+    pool = unique("beta-exp")
+    claim, orphan = unique("beta-claim"), unique("beta-orphan")
+    body = guide_nodepool(pool)
+    body["spec"]["disruption"]["expireAfter"] = "48h"
+    async with namespace(client) as ns, webhook(client, config_for(ns, port)):
+        await eventually(lambda: converts(client), within=30, what="conversion to work")
+        try:
+            await client.create(NODEPOOLS_V1BETA1, body)
+            await client.create(NODECLAIMS_V1BETA1, beta_nodeclaim(claim, pool))
+            await client.create(NODECLAIMS_V1BETA1, beta_nodeclaim(orphan, unique("no-pool")))
+            as_v1 = await client.get(NODECLAIMS, claim)
+            assert as_v1["spec"]["expireAfter"] == "48h"
+            assert json.loads(as_v1["metadata"]["annotations"][KUBELET_ANNOTATION]) == {
+                "maxPods": 50
+            }
+            # No such NodePool: the CRD default, as upstream.
+            assert (await client.get(NODECLAIMS, orphan))["spec"]["expireAfter"] == "720h"
+            as_beta = await client.get(NODECLAIMS_V1BETA1, claim)
+            assert "expireAfter" not in as_beta["spec"]
+            assert as_beta["spec"]["kubelet"] == {"maxPods": 50}
+        finally:
+            for resource, name in ((NODECLAIMS, claim), (NODECLAIMS, orphan), (NODEPOOLS, pool)):
+                with contextlib.suppress(NotFoundError):
+                    await client.delete(resource, name)
