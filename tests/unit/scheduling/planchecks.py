@@ -21,13 +21,15 @@ What it checks exactly:
 - host ports do not clash on a claim (pods with each other and with the DaemonSets of every
   option);
 - each NodePool's limits hold: usage plus, per claim, its largest option's capacity;
-- required hostname anti-affinity: no pod shares a claim with a pod its term selects;
+- pods placed on existing nodes: within what the node has left after its bound pods, its labels
+  satisfy their node requirements, they tolerate its taints, no host-port clash;
+- required hostname anti-affinity: no pod shares a node with a pod its term selects;
 - DoNotSchedule zone spread: the pod's claim is pinned to one zone, and over the zones every
   NodePool offers (narrowed by the pod's own zone requirement) the matching placed pods' counts
-  differ by at most maxSkew.
+  differ by at most maxSkew (existing nodes count by their zone label, with the pods bound
+  to them).
 
-Not checked: existing nodes' capacity, taints and requirements (only pod accounting there), pod
-(anti-)affinity on keys other than hostname, spread on keys other than zone or with
+Not checked: pod (anti-)affinity on keys other than hostname, spread on keys other than zone or with
 ScheduleAnyway / minDomains / node filters other than the defaults, volumes, minValues. The spread
 domains are read off the pools' offered zones, which is exact only when every pool the pod's node
 affinity admits offers the same zones (the property tests build their inputs that way).
@@ -60,8 +62,9 @@ def violations(inp: SolveInput, plan: Plan) -> list[str]:
             out.append(f"{nc.hostname}: unknown nodepool {nc.node_pool!r}")
             continue
         out.extend(f"{nc.hostname}: {v}" for v in _claim(idx, nc, inp.options.max_instance_types))
+    out.extend(_existing(inp, plan))
     out.extend(_limits(inp, plan, indexes))
-    out.extend(_zone_spread(plan, indexes))
+    out.extend(_zone_spread(inp, plan, indexes))
     return out
 
 
@@ -256,6 +259,46 @@ def _sum(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return out
 
 
+# ---------------------------------------------------------------------- existing nodes
+
+
+def _existing(inp: SolveInput, plan: Plan) -> list[str]:
+    """Pods placed on existing nodes: within what the node has left after its bound pods, its
+    labels satisfy them, they tolerate its taints, no host port or hostname anti-affinity clash
+    (with each other or with the bound pods)."""
+    nodes = {ex.node.name: ex for ex in inp.existing}
+    out = []
+    for placement in plan.existing:
+        ex = nodes.get(placement.node_name)
+        if ex is None:
+            out.append(f"pods placed on unknown node {placement.node_name}")
+            continue
+        name = placement.node_name
+        bound = [p for p in ex.pods if not p.is_terminal()]
+        used = _sum(p.requests for p in (*bound, *placement.pods))
+        over = {r: v for r, v in used.items() if v > ex.node.allocatable.get(r, 0)}
+        if over:
+            out.append(f"node {name}: {over} is over its allocatable")
+        labels = Requirements.from_labels({LABEL_HOSTNAME: name, **ex.node.labels})
+        for pod in placement.pods:
+            if not any(_holds(labels, Requirements(), t) for t in pod_requirements(pod)):
+                out.append(f"node {name}: labels fail pod {pod.key}'s node requirements")
+            taint = untolerated(ex.node.taints, pod.tolerations)
+            if taint is not None:
+                out.append(f"node {name}: pod {pod.key} does not tolerate {taint}")
+        everyone = (*bound, *placement.pods)
+        new = {id(p) for p in placement.pods}
+        for n, pod in enumerate(everyone):
+            for other in everyone[n + 1 :]:
+                hit = conflict(pod.host_ports, other.host_ports)
+                if hit is not None and (id(pod) in new or id(other) in new):
+                    out.append(
+                        f"node {name}: {pod.key} and {other.key} both use host port {hit.port}"
+                    )
+        out.extend(_anti_affinity(name, everyone))
+    return out
+
+
 # ---------------------------------------------------------------------- across claims
 
 
@@ -279,15 +322,28 @@ def _limits(inp: SolveInput, plan: Plan, indexes: Mapping[str, PoolIndex]) -> li
     return out
 
 
-def _zone_spread(plan: Plan, indexes: Mapping[str, PoolIndex]) -> list[str]:
+def _zone_spread(inp: SolveInput, plan: Plan, indexes: Mapping[str, PoolIndex]) -> list[str]:
     zone_of: dict[int, str | None] = {}
+    placed: list[Pod] = []
     for nc in plan.new_node_claims:
         req = Requirements.from_selectors(nc.requirements).get(LABEL_TOPOLOGY_ZONE)
         pinned = req.single() if req is not None else None
         for p in nc.pods:
             zone_of[id(p)] = pinned
+            placed.append(p)
+    zones = {ex.node.name: ex.node.labels.get(LABEL_TOPOLOGY_ZONE) for ex in inp.existing}
+    counted = list(placed)  # pods that count in the domains: placed ones and those bound before
+    for ex in inp.existing:
+        for p in ex.pods:
+            zone_of[id(p)] = zones[ex.node.name]
+            counted.append(p)
+    for placement in plan.existing:
+        for p in placement.pods:
+            zone_of[id(p)] = zones.get(placement.node_name)
+            placed.append(p)
+            counted.append(p)
     offered = {z for idx in indexes.values() for z in idx.value_masks.get(LABEL_TOPOLOGY_ZONE, {})}
-    placed = [p for nc in plan.new_node_claims for p in nc.pods]
+    offered.update(z for z in zones.values() if z is not None)
     out = []
     for pod in placed:
         for c in pod.topology_spread:
@@ -298,12 +354,12 @@ def _zone_spread(plan: Plan, indexes: Mapping[str, PoolIndex]) -> list[str]:
             ):
                 continue
             if zone_of[id(pod)] is None:
-                out.append(f"pod {pod.key} has a zone spread but its claim is not pinned to a zone")
+                out.append(f"pod {pod.key} has a zone spread but its node is not pinned to a zone")
                 continue
             domains = {z for z in offered if any(_zone_ok(t, z) for t in pod_requirements(pod))}
             counts = Counter(
                 zone_of[id(q)]
-                for q in placed
+                for q in counted
                 if q.namespace == pod.namespace and c.label_selector.matches(q.labels)
             )
             per_zone = {z: counts.get(z, 0) for z in sorted(domains)}

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from karpenter_py.model.core import HostPort, Pod, pod_from_dict
 from karpenter_py.model.instancetype import InstanceType
-from karpenter_py.scheduling.inputs import PoolTemplate, SolveInput, SolveOptions
+from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate, SolveInput, SolveOptions
 from karpenter_py.scheduling.instances import PoolIndex
 from karpenter_py.scheduling.plan import Plan
 from karpenter_py.scheduling.scheduler import solve
@@ -38,11 +38,13 @@ from tests.unit.scheduling._helpers import (
     HOSTNAME,
     ZONE,
     itype,
+    make_node,
     pod,
     pool,
     spread,
     taint,
 )
+from tests.unit.scheduling._helpers import existing as existing_node
 from tests.unit.scheduling.planchecks import violations
 
 ZONES_2: Final = ("zone-a", "zone-b")
@@ -152,12 +154,14 @@ class Scenario:
     pools: tuple[PoolTemplate, ...]
     types: tuple[InstanceType, ...]
     daemonsets: tuple[Pod, ...] = ()
+    existing: tuple[ExistingNode, ...] = ()
 
     def input(self, **options: Any) -> SolveInput:
         return SolveInput(
             pods=list(self.pods),
             pools=list(self.pools),
             instance_types={p.name: list(self.types) for p in self.pools},
+            existing=list(self.existing),
             daemonsets=list(self.daemonsets),
             options=SolveOptions(**options),
         )
@@ -246,7 +250,27 @@ def scenarios(draw: st.DrawFn) -> Scenario:
                 limits=draw(st.sampled_from((None, {"cpu": "16"}))),
             )
         )
-    return Scenario(tuple(pods), tuple(pools), types, draw(daemonsets()))
+    return Scenario(tuple(pods), tuple(pools), types, draw(daemonsets()), draw(nodes()))
+
+
+@st.composite
+def nodes(draw: st.DrawFn) -> tuple[ExistingNode, ...]:
+    """Up to two existing nodes not managed by a pool (used before any new claim): a zone, a
+    size, sometimes the dedicated taint, sometimes a pod of group g0 already bound (it counts
+    in g0's zone spread)."""
+    out = []
+    for n in range(draw(st.sampled_from((0, 0, 1, 2)))):
+        cpu, mem = draw(st.sampled_from((("2", "4Gi"), ("4", "16Gi"))))
+        tainted = draw(st.sampled_from((False, False, True)))
+        taints = [{"key": TAINT_KEY, "value": "team", "effect": "NoSchedule"}] if tainted else []
+        node = make_node(
+            f"node-{n}", cpu, mem, labels={ZONE: draw(st.sampled_from(ZONES_2))}, taints=taints
+        )
+        bound = (
+            [pod(f"bound-{n}", "500m", "1Gi", labels={"app": "g0"})] if draw(st.booleans()) else []
+        )
+        out.append(existing_node(node, bound))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------- plan facts
@@ -289,7 +313,7 @@ def dearer(a: float, b: float) -> bool:
 MAIN_LOG: list[tuple[int, float, float, int]] = []
 
 
-@examples(150)
+@examples(300)
 @given(scenarios())
 def test_packed_plan_is_valid_places_the_same_pods_and_is_never_dearer(sc: Scenario) -> None:
     inp = sc.input()
@@ -305,7 +329,7 @@ def test_packed_plan_is_valid_places_the_same_pods_and_is_never_dearer(sc: Scena
     )
 
 
-@examples(80)
+@examples(150)
 @given(scenarios())
 def test_packing_without_split_uses_no_more_claims(sc: Scenario) -> None:
     inp = sc.input(repack_split=False)
@@ -317,7 +341,7 @@ def test_packing_without_split_uses_no_more_claims(sc: Scenario) -> None:
     assert not dearer(packed.hourly_cost, greedy.hourly_cost)
 
 
-@examples(60)
+@examples(100)
 @given(scenarios())
 def test_solving_twice_gives_the_same_plan(sc: Scenario) -> None:
     assert fingerprint(solve(sc.input())) == fingerprint(solve(sc.input()))

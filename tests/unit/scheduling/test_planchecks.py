@@ -15,7 +15,17 @@ from karpenter_py.model.core import HostPort, Pod, SelectorRequirement
 from karpenter_py.scheduling.inputs import PoolTemplate, SolveInput
 from karpenter_py.scheduling.plan import Plan, PodError
 from karpenter_py.scheduling.scheduler import solve
-from tests.unit.scheduling._helpers import HOSTNAME, ZONE, itype, pod, pool, spread, taint
+from tests.unit.scheduling._helpers import (
+    HOSTNAME,
+    ZONE,
+    existing,
+    itype,
+    make_node,
+    pod,
+    pool,
+    spread,
+    taint,
+)
 from tests.unit.scheduling.planchecks import violations
 
 ZONES = ("zone-a", "zone-b")
@@ -188,3 +198,21 @@ def test_checker_counts_limits_by_the_largest_option() -> None:
     assert violations(limited, plan) == [
         "nodepool default: {'cpu': 16000} exceeds its limits {'cpu': 12000}"
     ]
+
+
+def test_checker_finds_an_existing_node_overfilled() -> None:
+    """Two 1-cpu pods fit a 1.5-cpu existing node one at a time, not together."""
+    node = existing(make_node("node-0", "1500m", "8Gi", labels={ZONE: "zone-a"}))
+    pods = [pod("a", "1"), pod("b", "1")]
+    inp = SolveInput(
+        pods=pods, pools=[pool()], instance_types={"default": [SMALL, LARGE]}, existing=[node]
+    )
+    plan = solve(inp)
+    assert [[p.name for p in e.pods] for e in plan.existing] == [["a"]]
+    assert violations(inp, plan) == []
+    crowded = replace(
+        plan,
+        new_node_claims=(),
+        existing=(replace(plan.existing[0], pods=tuple(pods)),),
+    )
+    assert violations(inp, crowded) == ["node node-0: {'cpu': 2000} is over its allocatable"]
