@@ -10,6 +10,7 @@ and removes it when the instance goes, as the cloud node controller would.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
@@ -22,6 +23,7 @@ import yaml
 
 from karpenter_py.cli.manifests import load_manifests
 from karpenter_py.cli.plan import solve_input
+from karpenter_py.cloudprovider.aws import userdata
 from karpenter_py.cloudprovider.aws.clients import AwsClients
 from karpenter_py.kube import (
     DEPLOYMENTS,
@@ -35,6 +37,7 @@ from karpenter_py.kube import (
 )
 from karpenter_py.manager.app import App
 from karpenter_py.manager.aws import AwsStack, open_aws
+from karpenter_py.model.api.convert import KUBELET_ANNOTATION
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.scheduler import solve
@@ -280,6 +283,59 @@ async def test_pending_deployment_launches_the_instances_plan_predicts(
         pool = await client.get(NODEPOOLS, w.pool)
         predicted = plan_types([pool, ec2nodeclass(w.nodeclass), dep], catalog, tmp_path)
         assert launched == predicted
+
+
+async def test_v1beta1_kubelet_annotation_shapes_the_launch(
+    client: KubeClient, aws_env: MotoServer
+) -> None:
+    """A NodePool converted from v1beta1 keeps its kubelet block in the compatibility
+    annotation: its NodeClaims carry it, and launch with those settings (upstream v1.0)."""
+    kubelet = {"clusterDNS": ["10.0.1.100"], "maxPods": 20}
+    async with world(client, aws_env) as w, w.stack() as stack:
+        await client.patch(
+            NODEPOOLS,
+            w.pool,
+            {"metadata": {"annotations": {KUBELET_ANNOTATION: json.dumps(kubelet)}}},
+            patch_type=PatchType.MERGE,
+        )
+        dep = deployment("compat", w.ns, w.pool, replicas=1, cpu="500m", memory="1Gi")
+        async with running(w.app(stack)), running_kubelet(w.kubelet(stack)):
+            await wait_ready(w)
+            await client.create(DEPLOYMENTS, dep)
+
+            async def launched() -> list[dict[str, Any]]:
+                return [
+                    c
+                    for c in await claims_of(client, w.pool)
+                    if c.get("status", {}).get("providerID")
+                ]
+
+            (claim,) = await eventually(launched, within=120, what="the NodeClaim launched")
+            assert json.loads(claim["metadata"]["annotations"][KUBELET_ANNOTATION]) == kubelet
+            assert claim["status"]["allocatable"]["pods"] == "20"
+            templates = (
+                await w.ec2.ec2.describe_launch_templates(
+                    Filters=[
+                        {"Name": "tag:karpenter.k8s.aws/ec2nodeclass", "Values": [w.nodeclass]}
+                    ]
+                )
+            )["LaunchTemplates"]
+            configs = []
+            for template in templates:
+                version = (
+                    await w.ec2.ec2.describe_launch_template_versions(
+                        LaunchTemplateName=template["LaunchTemplateName"], Versions=["$Latest"]
+                    )
+                )["LaunchTemplateVersions"][0]
+                text = base64.b64decode(version["LaunchTemplateData"]["UserData"]).decode()
+                (part,) = [
+                    p
+                    for p in userdata.parse_mime(text)
+                    if p.content_type == userdata.NODECONFIG_CONTENT_TYPE
+                ]
+                configs.append(yaml.safe_load(part.body)["spec"]["kubelet"]["config"])
+            # One template per AMI (the seeded amd64 and arm64 ones): both say the pool's kubelet.
+            assert configs == [kubelet, kubelet]
 
 
 async def test_insufficient_capacity_on_the_first_choice_launches_the_next(
