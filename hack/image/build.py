@@ -343,8 +343,10 @@ def python_tree(platform: dict[str, Any], dest: Path) -> None:
 def _tidy_target(site: Path) -> None:
     # pip --target puts console scripts (with the host's interpreter in their shebang) in bin/.
     shutil.rmtree(site / "bin", ignore_errors=True)
-    for p in site.glob("*.dist-info/RECORD"):
-        p.unlink()  # lists the host paths pip wrote; nothing reads it without pip
+    # RECORD lists what pip wrote (nothing reads it without pip); direct_url.json names the
+    # build's temporary wheel path, which would make the layer differ from build to build.
+    for p in [*site.glob("*.dist-info/RECORD"), *site.glob("*.dist-info/direct_url.json")]:
+        p.unlink()
 
 
 def build_wheel(work: Path) -> Path:

@@ -5,8 +5,13 @@ same build script over the same lock file and Debian packages."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import stat
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +103,48 @@ def test_builder_runs_the_same_build_on_debian_bookworm(stages: list[Stage]) -> 
     assert f"python{SPEC['python']}" in builder.all("RUN")[0].split()
     build_py = (REPO_ROOT / "hack" / "image" / "build.py").read_text()
     assert '"--require-hashes"' in build_py
+
+
+def _entries(root: Path) -> dict[str, tuple[str, int, int, int, str, int]]:
+    """path -> (kind, mode, uid, gid, link target, size) of every entry under ``root``."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        kind = "l" if stat.S_ISLNK(st.st_mode) else "d" if stat.S_ISDIR(st.st_mode) else "f"
+        link = os.readlink(p) if kind == "l" else ""
+        rel = p.relative_to(root).as_posix()
+        # Sizes of what the lock and this tree pin; Debian's files are compared by name and mode
+        # (a cached Debian layer may predate the mirror's latest point release).
+        size = (
+            st.st_size if kind == "f" and rel.startswith(SPEC["site_packages"].lstrip("/")) else 0
+        )
+        out[rel] = (kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, link, size)
+    return out
+
+
+def test_the_containerfiles_builder_makes_the_same_file_system(
+    rootfs_amd64: Path, tmp_path: Path
+) -> None:
+    """``build.py rootfs`` (the builder stage's command) gives the file system the OCI image's
+    amd64 layers unpack to: same paths, kinds, modes, owners, links, Python file sizes."""
+    out = tmp_path / "rootfs"
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "hack" / "image" / "build.py"),
+            "rootfs",
+            "--arch",
+            "amd64",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    out.chmod(0o755)
+    ours, image = _entries(out), _entries(rootfs_amd64)
+    # The test's own additions to its copy of the image (a kubeconfig, the unpack's root mode).
+    image = {k: v for k, v in image.items() if not k.startswith("etc/karpenter-test")}
+    assert sorted(set(ours) ^ set(image)) == []
+    assert [k for k in ours if ours[k] != image[k]] == []
