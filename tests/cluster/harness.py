@@ -563,3 +563,18 @@ async def running_pods(client: KubeClient, ns: str) -> list[dict[str, Any]]:
         if (p.get("status") or {}).get("phase") == "Running"
         and not p["metadata"].get("deletionTimestamp")
     ]
+
+
+async def force_delete_pool(client: KubeClient, pool: str) -> None:
+    """Last resort after a test: strip the finalizers of the pool's NodeClaims (a controller
+    that is gone can no longer remove them) and delete the NodePool."""
+    for nc in await claims_of(client, pool):
+        with contextlib.suppress(NotFoundError):
+            await client.patch(
+                NODECLAIMS,
+                nc["metadata"]["name"],
+                {"metadata": {"finalizers": None}},
+                patch_type=PatchType.MERGE,
+            )
+    with contextlib.suppress(NotFoundError):
+        await client.delete(NODEPOOLS, pool)

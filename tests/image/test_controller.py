@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from karpenter_py.kube import NODECLAIMS, NODEPOOLS, PODS, KubeClient, NotFoundError, PatchType
+from karpenter_py.kube import NODECLAIMS, NODEPOOLS, PODS, KubeClient
 from tests import imagetool
 from tests.cluster.harness import (
     claims_of,
     eventually,
+    force_delete_pool,
     free_port,
     namespace,
     nodepool,
@@ -140,13 +141,4 @@ async def test_controller_from_the_image_provisions_a_pending_pod(
             log_text = log.read_text()
             assert "Traceback" not in log_text
     finally:
-        for nc in await claims_of(client, pool):  # last resort: never leave finalizers behind
-            with contextlib.suppress(NotFoundError):
-                await client.patch(
-                    NODECLAIMS,
-                    nc["metadata"]["name"],
-                    {"metadata": {"finalizers": None}},
-                    patch_type=PatchType.MERGE,
-                )
-        with contextlib.suppress(NotFoundError):
-            await client.delete(NODEPOOLS, pool)
+        await force_delete_pool(client, pool)
