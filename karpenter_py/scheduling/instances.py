@@ -112,6 +112,8 @@ class PoolIndex:
         self._capacity_index: dict[str, tuple[list[int], list[int]]] = {}
         self._offer_cache: dict[tuple[Req | None, ...], int] = {}
         self._classes_cache: dict[tuple[Req | None, ...], list[OfferingClass]] = {}
+        # The packing step's memo of each resource's cheapest rate (price per unit left).
+        self.rate_cache: dict[str, float] = {}
         # The packing step's memo of undominated types per (offerings, types, resources) key.
         self.frontier_cache: dict[tuple[object, ...], tuple[tuple[float, int], ...]] = {}
         self._offers_cache: dict[

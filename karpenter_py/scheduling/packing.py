@@ -42,6 +42,8 @@ SCARCITY_CANDIDATES: Final = 3
 SCARCITY_MAX_PODS: Final = 32
 # The least-filled claims of a packing that are tried in pairs for a merge onto one node.
 MERGE_CANDIDATES: Final = 12
+# ... and is not tried unless it could save at least this fraction (by a cheap lower bound).
+MIN_GAIN: Final = 0.01
 # A re-pack must save at least this fraction to replace the greedy claims (float noise aside).
 MIN_SAVING: Final = 1e-9
 
@@ -62,24 +64,24 @@ def claim_price(claim: NewClaim) -> float:
 
 
 def repack(
-    claims: Sequence[NewClaim],
+    idx: PoolIndex,
     order: Sequence[PodState],
     *,
+    baseline: float,
     pins: Mapping[int, Requirements],
     hostnames: Iterator[str],
     relax_min_values: bool,
     max_claims: int | None = None,
 ) -> Repacked | None:
-    """Pack the pods of ``claims`` (all of one pool, placed in ``order``) onto fewer dollars.
+    """New claims of pool ``idx`` for the pods in ``order`` (largest first), if they cost less
+    than ``baseline`` (what the claims they come from cost, less what stays behind).
 
     ``pins`` (by pod index) are the topology domains a pod must keep: its node's value of every
     key a topology group involving it uses. None when no cheaper packing is found (or it needs
     more than ``max_claims`` claims). ``hostnames`` gives the new claims' placeholder names.
     """
-    if not claims:
-        return None
-    idx = claims[0].index
-    greedy = sum(claim_price(c) for c in claims)
+    if not order or baseline <= _floor(idx, order) * (1 + MIN_GAIN):
+        return None  # no packing could save enough to be worth the work
     groups: dict[tuple[object, ...], list[PodState]] = {}
     for st in order:
         groups.setdefault((id(st.requirements), *_pin_key(pins.get(st.index))), []).append(st)
@@ -90,9 +92,52 @@ def repack(
     if packed is None or (max_claims is not None and len(packed) > max_claims):
         return None
     cost = sum(claim_price(c) for c in packed)
-    if cost >= greedy * (1 - MIN_SAVING):
+    if cost >= baseline * (1 - MIN_SAVING):
         return None
-    return Repacked(packed, cost, greedy)
+    return Repacked(packed, cost, baseline)
+
+
+def rebuild(claim: NewClaim, staying: Sequence[PodState]) -> NewClaim | None:
+    """The claim with only the ``staying`` pods (added again in their order), under the same
+    hostname and within the requirements it had, so every topology decision about them holds:
+    the pods leaving it are ones no hostname rule involves. None if a pod no longer goes in."""
+    idx = claim.index
+    topology = Topology(universe={}, placed=(), namespace_labels={})
+    out = NewClaim(
+        idx,
+        claim.hostname,
+        idx.all,
+        relax_min_values=claim.relax_min_values,
+        pinned=claim.requirements,
+    )
+    for st in staying:
+        if out.try_add(st, topology, st.signature) is not None:
+            return None
+    return out
+
+
+def _floor(idx: PoolIndex, order: Sequence[PodState]) -> float:
+    """A lower bound on what any nodes of the pool holding these pods cost: each resource's
+    total bought at the pool's cheapest rate for it (price over what a type has left of it)."""
+    demand: dict[str, int] = {}
+    for st in order:
+        for name, amount in st.pod.requests.items():
+            demand[name] = demand.get(name, 0) + amount
+    best = 0.0
+    for name, total in demand.items():
+        rate = idx.rate_cache.get(name)
+        if rate is None:
+            rate = min(
+                (
+                    p / idx.effective[i][name]
+                    for p, _, i, _ in idx.offers(idx.requirements)
+                    if idx.effective[i].get(name, 0) > 0
+                ),
+                default=0.0,
+            )
+            idx.rate_cache[name] = rate
+        best = max(best, total * rate)
+    return best
 
 
 def _pin_key(pinned: Requirements | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -150,13 +195,14 @@ class _Workload:
         if held is not None:
             return held
         kept: list[tuple[float, int]] = []
-        kept_caps: list[_Vector] = []
+        kept_mask = 0  # the types kept so far: each as cheap as or cheaper than the next
         for price, i in self.prices:
-            cap = self.caps[i]
-            if any(all(k >= c for k, c in zip(other, cap, strict=True)) for other in kept_caps):
+            # The types with at least this one's room in every resource asked for, as a mask.
+            at_least = self.idx.fit_mask(dict(zip(self.names, self.caps[i], strict=True)))
+            if at_least & kept_mask:
                 continue
             kept.append((price, i))
-            kept_caps.append(cap)
+            kept_mask |= 1 << i
         out = tuple(kept)
         self.idx.frontier_cache[key] = out
         return out

@@ -39,9 +39,8 @@ from karpenter_py.scheduling.instances import (
     IndexCache,
     PoolIndex,
     existing_slot_parts,
-    iter_bits,
 )
-from karpenter_py.scheduling.packing import repack
+from karpenter_py.scheduling.packing import claim_price, rebuild, repack
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.requirements import Req, Requirements
@@ -179,41 +178,76 @@ class _Solver:
         return self._plan(unplaced, errors)
 
     def _repack(self, order: list[PodState]) -> None:
-        """Re-pack each pool's new claims whose pods can move (``scheduling.packing``): no
-        volumes, and every topology group involving them keyed on a domain (zone, capacity
-        type, ...) their claim is pinned to, which they keep. The claims change only where
-        that is cheaper and fits the pool's limits."""
-        movable: dict[PoolIndex, list[NewClaim]] = {}
+        """Re-pack each pool's new claims (``scheduling.packing``). A pod can move when it has
+        no volumes and every topology group involving it is keyed on a domain (zone, capacity
+        type, ...) its claim is pinned to, which it keeps. A claim whose pods all move is
+        replaced; one where some stay is rebuilt with those (same hostname and requirements).
+        The pool's claims change only where that is cheaper and fits the pool's limits."""
         pins: dict[int, Requirements] = {}
+        per_pool: dict[PoolIndex, list[tuple[NewClaim, list[PodState], list[PodState]]]] = {}
         for claim in self.claims:
             if claim.min_values_relaxed:
                 continue
-            held = [self._pins(st, claim) for st in claim.pods]
-            if any(p is None for p in held):
-                continue
-            pins.update((st.index, p) for st, p in zip(claim.pods, held, strict=True) if p)
-            movable.setdefault(claim.index, []).append(claim)
-        if not movable:
-            return
+            moving: list[PodState] = []
+            staying: list[PodState] = []
+            for st in claim.pods:
+                pinned = self._pins(st, claim)
+                if pinned is None:
+                    staying.append(st)
+                else:
+                    moving.append(st)
+                    if pinned:
+                        pins[st.index] = pinned
+            if moving:
+                per_pool.setdefault(claim.index, []).append((claim, moving, staying))
         position = {st.index: n for n, st in enumerate(order)}
         names = (f"hostname-placeholder-{n:05d}" for n in itertools.count(len(self.claims)))
         replaced: dict[NewClaim, list[NewClaim]] = {}
-        for idx, claims in movable.items():
-            pods = sorted((st for c in claims for st in c.pods), key=lambda st: position[st.index])
-            done = repack(
-                claims,
-                pods,
-                pins=pins,
-                hostnames=names,
-                relax_min_values=self.inp.options.min_values_policy == "BestEffort",
-                max_claims=None if self.inp.options.repack_split else len(claims),
-            )
-            if done is None or not self._recharge(idx, claims, done.claims):
-                continue
-            replaced[claims[0]] = done.claims
-            replaced.update({c: [] for c in claims[1:]})
+        for idx, parts in per_pool.items():
+            done = self._repack_pool(idx, parts, pins, position, names)
+            if done is not None:
+                replaced.update(done)
         if replaced:
             self.claims = [n for c in self.claims for n in replaced.get(c, [c])]
+
+    def _repack_pool(
+        self,
+        idx: PoolIndex,
+        parts: list[tuple[NewClaim, list[PodState], list[PodState]]],
+        pins: Mapping[int, Requirements],
+        position: Mapping[int, int],
+        names: Iterator[str],
+    ) -> dict[NewClaim, list[NewClaim]] | None:
+        """Old claim -> what replaces it, when the pool's re-pack is cheaper and within limits."""
+        old: list[NewClaim] = []
+        kept: dict[NewClaim, list[NewClaim]] = {}
+        moving: list[PodState] = []
+        for claim, leaving, staying in parts:
+            if staying:
+                rebuilt = rebuild(claim, staying)
+                if rebuilt is None:
+                    continue
+                kept[claim] = [rebuilt]
+            old.append(claim)
+            moving.extend(leaving)
+        if not moving:
+            return None
+        rebuilt_claims = [c for new in kept.values() for c in new]
+        baseline = sum(claim_price(c) for c in old) - sum(claim_price(c) for c in rebuilt_claims)
+        done = repack(
+            idx,
+            sorted(moving, key=lambda st: position[st.index]),
+            baseline=baseline,
+            pins=pins,
+            hostnames=names,
+            relax_min_values=self.inp.options.min_values_policy == "BestEffort",
+            max_claims=None if self.inp.options.repack_split else len(old) - len(rebuilt_claims),
+        )
+        if done is None or not self._recharge(idx, old, [*done.claims, *rebuilt_claims]):
+            return None
+        out: dict[NewClaim, list[NewClaim]] = {c: kept.get(c, []) for c in old}
+        out[old[0]] = [*out[old[0]], *done.claims]
+        return out
 
     def _pins(self, st: PodState, claim: NewClaim) -> Requirements | None:
         """The domains the pod must stay within to move (empty when none matter), or None when
@@ -453,12 +487,7 @@ class _Solver:
 def _charge(idx: PoolIndex, mask: int, remaining: Mapping[str, int]) -> Resources:
     """What a claim counts against its pool's limits: its largest option's capacity, for the
     launch may pick any of them."""
-    return {
-        name: max(
-            1 if name == "nodes" else idx.types[i].capacity.get(name, 0) for i in iter_bits(mask)
-        )
-        for name in remaining
-    }
+    return {name: 1 if name == "nodes" else idx.max_capacity(name, mask) for name in remaining}
 
 
 class _Universe(Mapping[str, Mapping[str, Sequence[DomainSource]]]):
