@@ -1,13 +1,26 @@
 """Fixtures of the image tests: the OCI layout (built or reused once per session) and each
-platform's root filesystem unpacked from it into a session temp dir."""
+platform's root filesystem unpacked from it into a session temp dir.
+
+The layout is built (or found in the cache) when collection finishes, as the control plane is
+(tests/clusterfixture.py): outside any test's timeout, since a cold build takes minutes. A
+failed build is kept and raised by the ``layout`` fixture, so those tests fail, not skip."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 
 from tests import imagetool
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(Path(str(item.path)).is_relative_to(HERE) for item in session.items):
+        with contextlib.suppress(imagetool.ImageError):  # raised again by the fixture
+            imagetool.image_layout()
 
 
 @pytest.fixture(scope="session")

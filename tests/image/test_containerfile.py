@@ -122,6 +122,7 @@ def _entries(root: Path) -> dict[str, tuple[str, int, int, int, str, int]]:
     return out
 
 
+@pytest.mark.timeout(600)  # a whole uncached build of one platform (~40 s here)
 def test_the_containerfiles_builder_makes_the_same_file_system(
     rootfs_amd64: Path, tmp_path: Path
 ) -> None:
