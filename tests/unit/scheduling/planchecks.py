@@ -23,14 +23,19 @@ What it checks exactly:
 - each NodePool's limits hold: usage plus, per claim, its largest option's capacity;
 - pods placed on existing nodes: within what the node has left after its bound pods, its labels
   satisfy their node requirements, they tolerate its taints, no host-port clash;
+- minValues: each requirement that has one sees that many distinct values of its key among the
+  claim's options (unless the claim is annotated as relaxed);
 - required hostname anti-affinity: no pod shares a node with a pod its term selects;
+- required pod affinity on zone: in every zone the pod's node may land in, a pod the term
+  selects is (not checked for a term that selects the pod itself: it may start the group);
 - DoNotSchedule zone spread: the pod's claim is pinned to one zone, and over the zones every
   NodePool offers (narrowed by the pod's own zone requirement) the matching placed pods' counts
   differ by at most maxSkew (existing nodes count by their zone label, with the pods bound
   to them).
 
-Not checked: pod (anti-)affinity on keys other than hostname, spread on keys other than zone or with
-ScheduleAnyway / minDomains / node filters other than the defaults, volumes, minValues. The spread
+Not checked: pod affinity on keys other than zone, anti-affinity on keys other than hostname,
+spread on keys other than zone or with ScheduleAnyway / minDomains / node filters other than the
+defaults, preferences (they may be relaxed), volumes, minValues on zone or capacity type. The spread
 domains are read off the pools' offered zones, which is exact only when every pool the pod's node
 affinity admits offers the same zones (the property tests build their inputs that way).
 """
@@ -39,9 +44,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from karpenter_py.model.core import Pod
-from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE
+from karpenter_py.model.labels import (
+    ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED,
+    LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
+    LABEL_TOPOLOGY_ZONE,
+)
 from karpenter_py.scheduling.hostports import conflict
 from karpenter_py.scheduling.inputs import SolveInput
 from karpenter_py.scheduling.instances import PoolIndex
@@ -64,7 +75,9 @@ def violations(inp: SolveInput, plan: Plan) -> list[str]:
         out.extend(f"{nc.hostname}: {v}" for v in _claim(idx, nc, inp.options.max_instance_types))
     out.extend(_existing(inp, plan))
     out.extend(_limits(inp, plan, indexes))
-    out.extend(_zone_spread(inp, plan, indexes))
+    zones = _zones(inp, plan, indexes)
+    out.extend(_zone_spread(zones))
+    out.extend(_zone_affinity(zones))
     return out
 
 
@@ -137,6 +150,7 @@ def _claim(idx: PoolIndex, nc: NewNodeClaim, max_types: int) -> list[str]:
     if prices != sorted(prices):
         out.append(f"options are not cheapest first: {prices}")
     out.extend(_chosen(nc, reqs, min(prices)))
+    out.extend(_min_values(nc))
     overhead = _min_overhead(idx, options)
     if dict(nc.requests) != {k: v for k, v in _sum([total, overhead]).items() if v}:
         out.append(f"requests {dict(nc.requests)} != pods {total} + overhead {overhead}")
@@ -164,6 +178,22 @@ def _chosen(nc: NewNodeClaim, reqs: Requirements, cheapest: float) -> list[str]:
         out.append(f"zone label {nc.labels.get(LABEL_TOPOLOGY_ZONE)} != offering's {o.zone}")
     if nc.labels.get(LABEL_CAPACITY_TYPE) != o.capacity_type:
         out.append(f"capacity-type label != offering's {o.capacity_type}")
+    return out
+
+
+def _min_values(nc: NewNodeClaim) -> list[str]:
+    """Each requirement with minValues sees that many distinct values of its key (an instance-type
+    label) among the options, unless the claim says minValues was relaxed."""
+    if nc.annotations.get(ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED) == "true":
+        return []
+    out = []
+    for r in nc.requirements:
+        if not r.min_values or r.key in (LABEL_TOPOLOGY_ZONE, LABEL_CAPACITY_TYPE):
+            continue
+        req = Req.from_selector(r)
+        seen = {v for it in nc.instance_types for v in it.requirements.get(r.key, ()) if req.has(v)}
+        if len(seen) < r.min_values:
+            out.append(f"{r.key} minValues {r.min_values}, options give {sorted(seen)}")
     return out
 
 
@@ -322,30 +352,51 @@ def _limits(inp: SolveInput, plan: Plan, indexes: Mapping[str, PoolIndex]) -> li
     return out
 
 
-def _zone_spread(inp: SolveInput, plan: Plan, indexes: Mapping[str, PoolIndex]) -> list[str]:
-    zone_of: dict[int, str | None] = {}
+@dataclass(frozen=True)
+class _Zones:
+    """Where pods are, by zone: per placed or bound pod (by id) the zones its node may be in (one
+    when it is pinned), the pods the plan placed, and every pod that counts in a domain."""
+
+    of: dict[int, frozenset[str]]
+    placed: list[Pod]
+    counted: list[Pod]
+    offered: frozenset[str]
+
+    def single(self, pod: Pod) -> str | None:
+        zones = self.of[id(pod)]
+        return next(iter(zones)) if len(zones) == 1 else None
+
+
+def _zones(inp: SolveInput, plan: Plan, indexes: Mapping[str, PoolIndex]) -> _Zones:
+    labelled = {ex.node.name: ex.node.labels.get(LABEL_TOPOLOGY_ZONE) for ex in inp.existing}
+    offered = {z for idx in indexes.values() for z in idx.value_masks.get(LABEL_TOPOLOGY_ZONE, {})}
+    offered.update(z for z in labelled.values() if z is not None)
+    zone_of: dict[int, frozenset[str]] = {}
     placed: list[Pod] = []
     for nc in plan.new_node_claims:
         req = Requirements.from_selectors(nc.requirements).get(LABEL_TOPOLOGY_ZONE)
-        pinned = req.single() if req is not None else None
+        zones = frozenset(z for z in offered if req is None or req.has(z))
         for p in nc.pods:
-            zone_of[id(p)] = pinned
+            zone_of[id(p)] = zones
             placed.append(p)
-    zones = {ex.node.name: ex.node.labels.get(LABEL_TOPOLOGY_ZONE) for ex in inp.existing}
     counted = list(placed)  # pods that count in the domains: placed ones and those bound before
     for ex in inp.existing:
         for p in ex.pods:
-            zone_of[id(p)] = zones[ex.node.name]
+            zone = labelled[ex.node.name]
+            zone_of[id(p)] = frozenset(() if zone is None else (zone,))
             counted.append(p)
     for placement in plan.existing:
+        zone = labelled.get(placement.node_name)
         for p in placement.pods:
-            zone_of[id(p)] = zones.get(placement.node_name)
+            zone_of[id(p)] = frozenset(() if zone is None else (zone,))
             placed.append(p)
             counted.append(p)
-    offered = {z for idx in indexes.values() for z in idx.value_masks.get(LABEL_TOPOLOGY_ZONE, {})}
-    offered.update(z for z in zones.values() if z is not None)
+    return _Zones(zone_of, placed, counted, frozenset(offered))
+
+
+def _zone_spread(zones: _Zones) -> list[str]:
     out = []
-    for pod in placed:
+    for pod in zones.placed:
         for c in pod.topology_spread:
             if (
                 c.topology_key != LABEL_TOPOLOGY_ZONE
@@ -353,19 +404,47 @@ def _zone_spread(inp: SolveInput, plan: Plan, indexes: Mapping[str, PoolIndex]) 
                 or c.label_selector is None
             ):
                 continue
-            if zone_of[id(pod)] is None:
+            if zones.single(pod) is None:
                 out.append(f"pod {pod.key} has a zone spread but its node is not pinned to a zone")
                 continue
-            domains = {z for z in offered if any(_zone_ok(t, z) for t in pod_requirements(pod))}
+            domains = {
+                z for z in zones.offered if any(_zone_ok(t, z) for t in pod_requirements(pod))
+            }
             counts = Counter(
-                zone_of[id(q)]
-                for q in counted
+                zones.single(q)
+                for q in zones.counted
                 if q.namespace == pod.namespace and c.label_selector.matches(q.labels)
             )
             per_zone = {z: counts.get(z, 0) for z in sorted(domains)}
             if per_zone and max(per_zone.values()) - min(per_zone.values()) > c.max_skew:
                 out.append(f"pod {pod.key}: zone counts {per_zone} skew more than {c.max_skew}")
     return sorted(set(out))
+
+
+def _zone_affinity(zones: _Zones) -> list[str]:
+    """Required pod affinity on zone: in every zone the pod's node may be in, a pod the term
+    selects is pinned (a pod its own term selects may start the group anywhere, so those are
+    not checked)."""
+    out = []
+    for pod in zones.placed:
+        for term in pod.pod_affinity:
+            selector = term.label_selector
+            if term.topology_key != LABEL_TOPOLOGY_ZONE or selector is None:
+                continue
+            if selector.matches(pod.labels):
+                continue
+            namespaces = term.namespaces or (pod.namespace,)
+            held = {
+                zones.single(q)
+                for q in zones.counted
+                if q.namespace in namespaces and selector.matches(q.labels)
+            }
+            missing = sorted(zones.of[id(pod)] - held)
+            if missing or not zones.of[id(pod)]:
+                out.append(
+                    f"pod {pod.key} may be in zones {missing} with no pod its affinity selects"
+                )
+    return out
 
 
 def _zone_ok(pod: Requirements, zone: str) -> bool:

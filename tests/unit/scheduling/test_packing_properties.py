@@ -1,9 +1,10 @@
 """Property tests of the packing step (``scheduling.packing``) on random small workloads.
 
 Each example builds a small catalog (types of different cpu:memory ratios and prices, two zones,
-on-demand and spot offerings), one or two NodePools (optional limits, an optional tainted pool)
-and a few groups of alike pods (random requests, optional nodeSelector / node affinity, host port,
-DoNotSchedule zone spread, hostname anti-affinity, toleration), then solves it greedily
+on-demand and spot offerings), one or two NodePools (optional limits, minValues, an optional
+tainted pool), optional DaemonSets and existing nodes, and a few groups of alike pods (random
+requests, optional nodeSelector / node affinity, host port, DoNotSchedule zone spread, hostname
+anti-affinity, zone pod affinity to another group, toleration), then solves it greedily
 (``SolveOptions(repack=False)``) and with the packing step, and checks:
 
 - both plans are valid (``planchecks.violations``) and place the same pods;
@@ -26,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from karpenter_py.model.core import HostPort, Pod, pod_from_dict
+from karpenter_py.model.core import HostPort, Pod, SelectorRequirement, pod_from_dict
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate, SolveInput, SolveOptions
 from karpenter_py.scheduling.instances import PoolIndex
@@ -36,6 +37,7 @@ from tests.unit.scheduling._helpers import (
     ARCH,
     CAPACITY_TYPE,
     HOSTNAME,
+    INSTANCE_TYPE,
     ZONE,
     itype,
     make_node,
@@ -48,6 +50,7 @@ from tests.unit.scheduling._helpers import existing as existing_node
 from tests.unit.scheduling.planchecks import violations
 
 ZONES_2: Final = ("zone-a", "zone-b")
+MIN_TWO_TYPES: Final = SelectorRequirement(INSTANCE_TYPE, "Exists", (), 2)
 TAINT_KEY: Final = "dedicated"
 REL: Final = 1e-9  # float noise allowed when comparing plan costs
 
@@ -105,6 +108,7 @@ class Group:
     spread_skew: int | None = None
     anti: bool = False
     tolerate: bool = False
+    affine: bool = False  # required pod affinity on zone to group g0's pods
 
     def pods(self, app: str) -> list[Pod]:
         return [self._pod(f"{app}-{n}", app) for n in range(self.count)]
@@ -136,6 +140,12 @@ class Group:
             affinity["podAntiAffinity"] = {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
                     {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME}
+                ]
+            }
+        if self.affine and app != "g0":
+            affinity["podAffinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "g0"}}, "topologyKey": ZONE}
                 ]
             }
         if affinity:
@@ -211,6 +221,7 @@ def groups(draw: st.DrawFn, *, constrained: bool = True) -> Group:
         spread_skew=draw(st.sampled_from((None,) * 5 + (1, 2))),
         anti=draw(st.sampled_from((False,) * 7 + (True,))),
         tolerate=draw(st.booleans()),
+        affine=draw(st.sampled_from((False,) * 5 + (True,))),
     )
 
 
@@ -240,7 +251,9 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         for p in g.pods(f"g{n}")
     ]
     limits = draw(st.sampled_from((None, None, None, {"cpu": "24"}, {"cpu": "64"})))
-    pools = [pool("default", limits=limits)]
+    # Sometimes the pool asks for two instance types at least on every claim (minValues).
+    spread_types = draw(st.sampled_from(((), (), (), (MIN_TWO_TYPES,))))
+    pools = [pool("default", limits=limits, requirements=spread_types)]
     if draw(st.sampled_from((False, False, True))):
         pools.append(
             pool(

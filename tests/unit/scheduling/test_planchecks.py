@@ -17,6 +17,7 @@ from karpenter_py.scheduling.plan import Plan, PodError
 from karpenter_py.scheduling.scheduler import solve
 from tests.unit.scheduling._helpers import (
     HOSTNAME,
+    INSTANCE_TYPE,
     ZONE,
     existing,
     itype,
@@ -216,3 +217,43 @@ def test_checker_finds_an_existing_node_overfilled() -> None:
         existing=(replace(plan.existing[0], pods=tuple(pods)),),
     )
     assert violations(inp, crowded) == ["node node-0: {'cpu': 2000} is over its allocatable"]
+
+
+def test_checker_finds_min_values_unmet() -> None:
+    """The pool wants two instance types on every claim; a claim cut to one breaks it."""
+    two = pool(requirements=[SelectorRequirement(INSTANCE_TYPE, "Exists", (), 2)])
+    inp, plan = solved([pod("a")], [two])
+    assert violations(inp, plan) == []
+    nc = plan.new_node_claims[0]
+    cut = replace(plan, new_node_claims=(replace(nc, instance_types=(SMALL,)),))
+    assert violations(inp, cut) == [
+        "hostname-placeholder-00000: node.kubernetes.io/instance-type minValues 2, "
+        "options give ['small']"
+    ]
+
+
+def test_checker_finds_zone_affinity_without_its_pod() -> None:
+    """web needs a db pod in its zone: with db on the zone-a node, web's claim is pinned to
+    zone-a; take db out of the plan (as if it failed) and web is alone there."""
+    node = existing(make_node("node-0", "1", "8Gi", labels={ZONE: "zone-a"}))
+    db = pod("db", "1", labels={"app": "db"})
+    web = pod(
+        "web",
+        affinity={
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ZONE}
+                ]
+            }
+        },
+    )
+    inp = SolveInput(
+        pods=[db, web], pools=[pool()], instance_types={"default": [SMALL, LARGE]}, existing=[node]
+    )
+    plan = solve(inp)
+    assert [[p.name for p in e.pods] for e in plan.existing] == [["db"]]
+    assert violations(inp, plan) == []
+    alone = replace(plan, existing=(), errors=(PodError(db, "gone"),))
+    assert violations(inp, alone) == [
+        "pod default/web may be in zones ['zone-a'] with no pod its affinity selects"
+    ]
