@@ -61,6 +61,7 @@ def examples(n: int) -> settings:
         max_examples=n,
         deadline=None,
         derandomize=True,
+        database=None,  # derandomized: nothing to replay, and nothing written beside the tests
         suppress_health_check=[HealthCheck.too_slow],
     )
 
@@ -205,9 +206,13 @@ def catalogs(draw: st.DrawFn, *, most: int = 5) -> tuple[InstanceType, ...]:
 
 
 @st.composite
-def groups(draw: st.DrawFn, *, constrained: bool = True) -> Group:
+def groups(
+    draw: st.DrawFn, *, constrained: bool = True, most: int = 5, per_node: bool = True
+) -> Group:
+    """Pods alike; ``per_node`` allows the constraints that take a node per pod (host ports,
+    hostname anti-affinity)."""
     group = Group(
-        count=draw(st.integers(1, 5)),
+        count=draw(st.integers(1, most)),
         cpu=draw(st.sampled_from(CPUS)),
         mem=draw(st.sampled_from(MEMS)),
     )
@@ -217,9 +222,9 @@ def groups(draw: st.DrawFn, *, constrained: bool = True) -> Group:
     return replace(
         group,
         selector=draw(st.sampled_from(SELECTORS) | st.none()),
-        port=draw(st.sampled_from((None,) * 6 + (8080, 9100))),
+        port=draw(st.sampled_from((None,) * 6 + (8080, 9100))) if per_node else None,
         spread_skew=draw(st.sampled_from((None,) * 5 + (1, 2))),
-        anti=draw(st.sampled_from((False,) * 7 + (True,))),
+        anti=draw(st.sampled_from((False,) * 7 + (True,))) if per_node else False,
         tolerate=draw(st.booleans()),
         affine=draw(st.sampled_from((False,) * 5 + (True,))),
     )
@@ -243,14 +248,19 @@ def daemonsets(draw: st.DrawFn) -> tuple[Pod, ...]:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> Scenario:
+def scenarios(draw: st.DrawFn, *, per_group: int = 5, fleet: bool = False) -> Scenario:
+    """``fleet``: many pods per group, no limits and no constraint that takes a node per pod,
+    so most pods are placed and the packing has room to work."""
     types = draw(catalogs())
+    alike = groups(most=per_group, per_node=not fleet)
     pods = [
         p
-        for n, g in enumerate(draw(st.lists(groups(), min_size=1, max_size=5)))
+        for n, g in enumerate(draw(st.lists(alike, min_size=1, max_size=5)))
         for p in g.pods(f"g{n}")
     ]
-    limits = draw(st.sampled_from((None, None, None, {"cpu": "24"}, {"cpu": "64"})))
+    limits = (
+        None if fleet else draw(st.sampled_from((None, None, None, {"cpu": "24"}, {"cpu": "64"})))
+    )
     # Sometimes the pool asks for two instance types at least on every claim (minValues).
     spread_types = draw(st.sampled_from(((), (), (), (MIN_TWO_TYPES,))))
     pools = [pool("default", limits=limits, requirements=spread_types)]
@@ -260,7 +270,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
                 "dedicated",
                 weight=10,
                 taints=[taint(TAINT_KEY, value="team")],
-                limits=draw(st.sampled_from((None, {"cpu": "16"}))),
+                limits=None if fleet else draw(st.sampled_from((None, {"cpu": "16"}))),
             )
         )
     return Scenario(tuple(pods), tuple(pools), types, draw(daemonsets()), draw(nodes()))
@@ -340,6 +350,23 @@ def test_packed_plan_is_valid_places_the_same_pods_and_is_never_dearer(sc: Scena
         packed.hourly_cost,
         greedy.hourly_cost,
     )
+
+
+@examples(60)
+@given(scenarios(per_group=16, fleet=True))
+def test_larger_fleets_pack_validly_and_never_dearer(sc: Scenario) -> None:
+    """Up to 80 pods: the packing plans patterns with multiplicities (column generation and
+    its rounding), which the small examples rarely reach."""
+    inp = sc.input()
+    greedy = solve(sc.input(repack=False))
+    packed = solve(inp)
+    LARGE_LOG.append((len(sc.pods), greedy.hourly_cost, packed.hourly_cost, len(greedy.errors)))
+    assert violations(inp, packed) == []
+    assert placed_keys(packed) == placed_keys(greedy)
+    assert not dearer(packed.hourly_cost, greedy.hourly_cost)
+
+
+LARGE_LOG: list[tuple[int, float, float, int]] = []
 
 
 @examples(150)
