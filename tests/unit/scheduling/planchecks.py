@@ -11,7 +11,8 @@ What it checks exactly:
 - every input pod is placed exactly once (a new NodeClaim or an existing node) or has an error,
   never both;
 - per new NodeClaim: its options are the pool's types, cheapest first, each holds the pods'
-  requests plus the DaemonSets that type runs, is compatible with the claim's requirements and
+  requests plus the DaemonSets that type runs (and, for a pool without limits and below the
+  truncation, every type that could launch the claim is one), is compatible with the claim's requirements and
   has an available offering they allow; ``instance_type``/``offering`` is the cheapest such
   option/offering and the zone/capacity-type labels are the offering's; ``requests`` is the pods'
   sum plus the smallest overhead across the options;
@@ -51,6 +52,7 @@ from karpenter_py.model.labels import (
     ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
     LABEL_TOPOLOGY_ZONE,
 )
 from karpenter_py.scheduling.hostports import conflict
@@ -73,6 +75,8 @@ def violations(inp: SolveInput, plan: Plan) -> list[str]:
             out.append(f"{nc.hostname}: unknown nodepool {nc.node_pool!r}")
             continue
         out.extend(f"{nc.hostname}: {v}" for v in _claim(idx, nc, inp.options.max_instance_types))
+        if idx.pool.limits is None and len(nc.instance_types) < inp.options.max_instance_types:
+            out.extend(f"{nc.hostname}: {v}" for v in _complete(idx, nc))
     out.extend(_existing(inp, plan))
     out.extend(_limits(inp, plan, indexes))
     zones = _zones(inp, plan, indexes)
@@ -161,6 +165,27 @@ def _claim(idx: PoolIndex, nc: NewNodeClaim, max_types: int) -> list[str]:
     out.extend(_ports(idx, nc, options))
     out.extend(_anti_affinity(nc.hostname, nc.pods))
     return out
+
+
+def _complete(idx: PoolIndex, nc: NewNodeClaim) -> list[str]:
+    """Every type of the pool that could launch this claim is an option: it holds the pods with
+    its DaemonSets, its labels meet the claim's requirements (but the instance-type list itself),
+    it has an allowed offering, and no DaemonSet of it takes a pod's host port. (Only without
+    limits, which drop types, and below the truncation to ``max_instance_types``.)"""
+    reqs = Requirements.from_selectors(nc.requirements).without(LABEL_INSTANCE_TYPE)
+    fits = idx.fit_mask(_sum(p.requests for p in nc.pods))
+    ports = [hp for p in nc.pods for hp in p.host_ports]
+    could = [
+        it.name
+        for i, it in enumerate(idx.types)
+        if fits >> i & 1
+        and _requirement_clash(reqs, idx.type_reqs[i].without(LABEL_INSTANCE_TYPE)) is None
+        and any(_allows(reqs, o.zone, o.capacity_type) for o in idx.offerings[i])
+        and conflict(idx.daemon_ports[i], ports) is None
+    ]
+    have = {it.name for it in nc.instance_types}
+    left_out = [name for name in could if name not in have]
+    return [f"types {left_out} could launch it but are not options"] if left_out else []
 
 
 def _chosen(nc: NewNodeClaim, reqs: Requirements, cheapest: float) -> list[str]:

@@ -220,7 +220,8 @@ def test_checker_finds_an_existing_node_overfilled() -> None:
 
 
 def test_checker_finds_min_values_unmet() -> None:
-    """The pool wants two instance types on every claim; a claim cut to one breaks it."""
+    """The pool wants two instance types on every claim; a claim cut to one breaks it (and
+    leaves out an option that could launch it)."""
     two = pool(requirements=[SelectorRequirement(INSTANCE_TYPE, "Exists", (), 2)])
     inp, plan = solved([pod("a")], [two])
     assert violations(inp, plan) == []
@@ -228,7 +229,8 @@ def test_checker_finds_min_values_unmet() -> None:
     cut = replace(plan, new_node_claims=(replace(nc, instance_types=(SMALL,)),))
     assert violations(inp, cut) == [
         "hostname-placeholder-00000: node.kubernetes.io/instance-type minValues 2, "
-        "options give ['small']"
+        "options give ['small']",
+        "hostname-placeholder-00000: types ['large'] could launch it but are not options",
     ]
 
 
