@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -271,20 +270,3 @@ def test_service_and_pdb_select_the_pods():
     assert literal["WEBHOOK_SERVICE_NAME"] == svc["metadata"]["name"]
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
-
-
-def test_containerfile():
-    text = (ROOT / "Containerfile").read_text()
-    instructions = [line for line in text.splitlines() if line and not line.startswith("#")]
-    froms = [line for line in instructions if line.startswith("FROM ")]
-    assert len(froms) == 2  # builder + runtime
-    assert froms[0].endswith(" AS builder")
-    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
-    assert base
-    assert re.search(r"python:3\.11\.\d+-slim-bookworm$", base.group(1)), "pin a patch release"
-    assert "COPY --from=builder /opt/venv /opt/venv" in text
-    assert "USER 65532:65532" in instructions
-    assert instructions[-1] == 'ENTRYPOINT ["karpenter-py", "controller"]'
-    runtime = text[text.index(froms[1]) :]
-    for tool in ("gcc", "build-essential", "apt-get install", "COPY . "):
-        assert tool not in runtime
