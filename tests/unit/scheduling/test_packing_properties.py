@@ -402,12 +402,15 @@ def partitions(items: Sequence[int]) -> Iterator[list[list[int]]]:
             yield [*part[:n], [first, *part[n]], *part[n + 1 :]]
 
 
-def optimum(sc: Scenario) -> float:
-    """The exact cheapest cost of placing every pod of a one-pool, topology-free scenario on new
-    nodes: each block of a partition on the cheapest type that holds it (DaemonSet overhead
-    included, via PoolIndex), minimised over all partitions."""
+def optimum(sc: Scenario) -> tuple[float, list[str]]:
+    """The exact cheapest cost of placing the pods of a one-pool, topology-free scenario on new
+    nodes, and the pods no type holds alone (left out of it): each block of a partition on the
+    cheapest type that holds it (DaemonSet overhead included, via PoolIndex), minimised over
+    all partitions."""
     (only,) = sc.pools
     idx = PoolIndex(only, sc.types, sc.daemonsets)
+    unfit = [p.key for p in sc.pods if not idx.fit_mask(p.requests)]
+    pods = [p for p in sc.pods if p.key not in unfit]
     block_cost: dict[tuple[int, ...], float] = {}
 
     def cost(block: list[int]) -> float:
@@ -416,14 +419,15 @@ def optimum(sc: Scenario) -> float:
         if held is None:
             total: dict[str, int] = {}
             for i in key:
-                for name, amount in sc.pods[i].requests.items():
+                for name, amount in pods[i].requests.items():
                     total[name] = total.get(name, 0) + amount
             price = idx.cheapest_price(idx.fit_mask(total), idx.requirements)
             held = float("inf") if price is None else price
             block_cost[key] = held
         return held
 
-    return min(sum(cost(b) for b in part) for part in partitions(list(range(len(sc.pods)))))
+    best = min(sum(cost(b) for b in part) for part in partitions(list(range(len(pods)))))
+    return best, unfit
 
 
 @st.composite
@@ -436,8 +440,10 @@ def tiny_scenarios(draw: st.DrawFn) -> Scenario:
 
 
 # The packed cost over the exact optimum, at most. Measured over these 200 derandomized examples
-# (TINY_LOG; all 200 had every pod placeable): the packing reached the optimum on every one
-# (worst ratio 1.0), greedy on 154 (worst 5.90x, mean 1.25x). So no slack beyond float noise.
+# (TINY_LOG: 194 place some pod): the packing reached the optimum on all 194 (worst ratio 1.0),
+# greedy on 154 (worst 8.85x, mean 1.28x). So no slack beyond float noise. (Random search finds
+# rare misses: with @seed(20261202), 12 of 5,000 examples, worst 1.58x; the two xfail rows of
+# the hand-worked table below are such cases.)
 TINY_FACTOR: Final = 1.0
 TINY_LOG: list[tuple[float, float, float]] = []  # (greedy, packed, optimum) per example run
 
@@ -447,12 +453,10 @@ TINY_LOG: list[tuple[float, float, float]] = []  # (greedy, packed, optimum) per
 def test_tiny_packing_is_within_reach_of_the_optimum(sc: Scenario) -> None:
     greedy = solve(sc.input(repack=False))
     packed = solve(sc.input())
-    best = optimum(sc)
-    if best == float("inf"):  # some pod fits no type: nothing to compare
-        assert len(packed.errors) > 0
-        return
-    assert packed.errors == ()
-    TINY_LOG.append((greedy.hourly_cost, packed.hourly_cost, best))
+    best, unfit = optimum(sc)
+    assert sorted(e.pod.key for e in packed.errors) == sorted(unfit)
+    if best > 0:  # some pod placed
+        TINY_LOG.append((greedy.hourly_cost, packed.hourly_cost, best))
     assert not dearer(packed.hourly_cost, greedy.hourly_cost)
     assert not dearer(best, packed.hourly_cost), "the brute force missed a cheaper plan"
     assert not dearer(packed.hourly_cost, best * TINY_FACTOR), (packed.hourly_cost, best)
@@ -550,7 +554,7 @@ def test_hand_worked_tiny_optima_are_reached(
         (pool("default"),),
         tuple(types),
     )
-    assert optimum(sc) == expected
+    assert optimum(sc) == (expected, [])
     assert solve(sc.input(repack=False)).hourly_cost == greedy
     assert solve(sc.input(repack_split=False)).hourly_cost == unsplit
     packed = solve(sc.input())
