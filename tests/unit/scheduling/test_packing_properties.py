@@ -7,7 +7,8 @@ requests, optional nodeSelector / node affinity, host port, DoNotSchedule zone s
 anti-affinity, zone pod affinity to another group, toleration), then solves it greedily
 (``SolveOptions(repack=False)``) and with the packing step, and checks:
 
-- both plans are valid (``planchecks.violations``) and place the same pods;
+- both plans are valid (``planchecks.violations``) and place the same pods (also on larger
+  fleets of up to 80 pods, where the packing plans many alike nodes);
 - the packed plan never costs more than the greedy one, and with ``repack_split=False`` has no
   more NodeClaims;
 - solving the same input twice gives the same plan;
@@ -262,8 +263,8 @@ def scenarios(draw: st.DrawFn, *, per_group: int = 5, fleet: bool = False) -> Sc
         None if fleet else draw(st.sampled_from((None, None, None, {"cpu": "24"}, {"cpu": "64"})))
     )
     # Sometimes the pool asks for two instance types at least on every claim (minValues).
-    spread_types = draw(st.sampled_from(((), (), (), (MIN_TWO_TYPES,))))
-    pools = [pool("default", limits=limits, requirements=spread_types)]
+    min_types = draw(st.sampled_from(((), (), (), (MIN_TWO_TYPES,))))
+    pools = [pool("default", limits=limits, requirements=min_types)]
     if draw(st.sampled_from((False, False, True))):
         pools.append(
             pool(
