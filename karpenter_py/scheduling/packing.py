@@ -40,6 +40,8 @@ STALL_GAIN: Final = 1e-4
 # The candidates (best by the cheap fills) that also get the slower ``_scarcity_fill``.
 SCARCITY_CANDIDATES: Final = 3
 SCARCITY_MAX_PODS: Final = 32
+# A node's fills are all tried when there are at most this many (``_exact_fill``).
+EXACT_FILLS: Final = 512
 # The least-filled claims of a packing that are tried in pairs for a merge onto one node.
 MERGE_CANDIDATES: Final = 12
 # ... and is not tried unless it could save at least this fraction (by a cheap lower bound).
@@ -310,6 +312,12 @@ class _Workload:
         for _, i, fitting in rated[:SCARCITY_CANDIDATES]:
             take, fill = _scarcity_fill(left, self.vecs, self.caps[i], value, fitting)
             best, _ = self._rate(best, take, fill, value)
+        # Where few fills are possible (small rounds, small nodes), try them all: the greedy
+        # orders take each class as far as it goes and miss mixes like {3, 2, 2}.
+        for _, i, fitting in rated:
+            exact = _exact_fill(left, self.vecs, self.caps[i], value, fitting)
+            if exact is not None:
+                best, _ = self._rate(best, exact[0], exact[1], value)
         return best
 
     def _rate(
@@ -576,6 +584,62 @@ def _scarcity_fill(
         for r, v in enumerate(vecs[best_c]):
             room[r] -= v * step
     return take, tuple(c - r for c, r in zip(cap, room, strict=True))
+
+
+def _exact_fill(
+    left: Sequence[int],
+    vecs: Sequence[_Vector],
+    cap: _Vector,
+    value: Sequence[float],
+    live: Sequence[int],
+) -> tuple[list[int], _Vector] | None:
+    """The most valuable fill of one node of ``cap`` (a bounded knapsack, by depth-first
+    search over how many of each class), or None when that could be more than
+    ``EXACT_FILLS`` fills."""
+    bounds = []
+    for c in live:
+        most = min(left[c], _room(tuple(0 for _ in cap), vecs[c], cap))
+        if most > 0:
+            bounds.append((c, most))
+    space = 1
+    for _, most in bounds:
+        space *= most + 1
+        if space > EXACT_FILLS:
+            return None
+    best_take: list[int] = [0] * len(left)
+    best_worth = 0.0
+    take = [0] * len(left)
+    room = list(cap)
+
+    def search(pos: int, worth: float) -> None:
+        nonlocal best_worth, best_take
+        if worth > best_worth:
+            best_worth, best_take = worth, list(take)
+        if pos == len(bounds):
+            return
+        c, most = bounds[pos]
+        vec = vecs[c]
+        k = 0
+        while True:
+            search(pos + 1, worth + k * value[c])
+            if k == most or any(v > room[r] for r, v in enumerate(vec) if v):
+                break
+            k += 1
+            take[c] = k
+            for r, v in enumerate(vec):
+                room[r] -= v
+        take[c] = 0
+        for r, v in enumerate(vec):
+            room[r] += v * k
+
+    search(0, 0.0)
+    if best_worth <= 0:
+        return None
+    fill = [0] * len(cap)
+    for c, k in enumerate(best_take):
+        for r, v in enumerate(vecs[c]):
+            fill[r] += v * k
+    return best_take, tuple(fill)
 
 
 def _share(vec: _Vector, cap: _Vector) -> float:

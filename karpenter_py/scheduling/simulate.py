@@ -54,12 +54,15 @@ class Simulator:
     ) -> None:
         self.snapshot = snapshot
         self.indexes = indexes if indexes is not None else IndexCache()
-        # A what-if must not split one replacement into several (the re-pack may, when that is
-        # cheaper): consolidation counts replacements, and more than it allows is no command.
+        # What-ifs solve greedily (a consolidation search runs hundreds); ``run(repack=True)``
+        # packs, for the command finally chosen. It never splits one replacement into several:
+        # consolidation counts replacements, and more than it allows is no command.
+        chosen = options or SolveOptions()
+        self.may_repack = chosen.repack
         self.base = solve_input(
             snapshot,
             instance_types=instance_types,
-            options=replace(options or SolveOptions(), repack_split=False),
+            options=replace(chosen, repack=False, repack_split=False),
         )
         self._uninitialized = {n.name for n in snapshot.nodes if not n.initialized}
         self._marked = {n.name for n in snapshot.nodes if n.marked_for_deletion}
@@ -73,14 +76,20 @@ class Simulator:
             if is_reschedulable(p)
         )
 
-    def run(self, candidates: Collection[str]) -> Simulation:
-        """Solve the cluster without the ``candidates`` (node names)."""
+    def run(self, candidates: Collection[str], *, repack: bool = False) -> Simulation:
+        """Solve the cluster without the ``candidates`` (node names); with ``repack``, the new
+        NodeClaims are packed onto cheaper types (``scheduling.packing``) where the options
+        allow it."""
         self.runs += 1
         gone = set(candidates)
         moved = self.moved_pods(gone)
         volume_requirements, volume_errors = volume_inputs(moved, self.snapshot.storage)
+        options = self.base.options
+        if repack and self.may_repack:
+            options = replace(options, repack=True)
         inp = replace(
             self.base,
+            options=options,
             pods=[*self.base.pods, *moved],
             existing=[e for e in self.base.existing if e.node.name not in gone],
             volume_requirements={**self.base.volume_requirements, **volume_requirements},

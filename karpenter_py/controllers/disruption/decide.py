@@ -184,7 +184,9 @@ def revalidate(command: Command, facts: Facts) -> tuple[Command | None, str]:
         return None, f"budget no longer allows disrupting {len(fresh)} node(s)"
     single = command.method is Method.SINGLE_NODE
     limit = max(1, len(command.replacements))
-    again, why = p.consolidate(fresh, method=command.method, single=single, max_replacements=limit)
+    again, why = p.consolidate(
+        fresh, method=command.method, single=single, max_replacements=limit, refine=True
+    )
     if again is None:
         return None, f"re-simulation: {why}"
     if len(again.replacements) != len(command.replacements):
@@ -324,7 +326,7 @@ class _Pass:
                     self.unchanged.pop(c.name, None)
         self.eligible[Method.DRIFT] = len(drifted)
         for c in self.within_budget(order_for_drift(drifted), Reason.DRIFTED):
-            sim = self.sim.run([c.name])
+            sim = self.sim.run([c.name], repack=True)
             if not sim.all_scheduled:
                 self.note(c, f"drifted, but {_pod_error(sim)}")
                 continue
@@ -368,7 +370,21 @@ class _Pass:
             greedy = self._greedy_search(cands, expired)
             if greedy is not None and (best is None or greedy.savings > best.savings + 1e-9):
                 best = greedy
-        return best
+        return None if best is None else self.refined(best)
+
+    def refined(self, command: Command) -> Command:
+        """The chosen command with its replacements packed (``consolidate(refine=True)``): the
+        search simulates greedily, the command it settles on gets the packing step's choice."""
+        if not command.replacements:
+            return command
+        again, _ = self.consolidate(
+            list(command.candidates),
+            method=command.method,
+            single=command.method is Method.SINGLE_NODE,
+            max_replacements=len(command.replacements),
+            refine=True,
+        )
+        return command if again is None else again
 
     def _prefix_search(self, cands: list[Candidate], expired: Callable[[], bool]) -> Command | None:
         """Upstream: binary search for the longest prefix (>= 2) that consolidates to <= 1 node."""
@@ -434,24 +450,56 @@ class _Pass:
                 [c], method=Method.SINGLE_NODE, single=True, max_replacements=1
             )
             if command is not None:
-                return command
+                return self.refined(command)
             self.unchanged[c.name] = why
         return None
 
     # ------------------------------------------------------------------ one consolidation
     def consolidate(
-        self, cands: Sequence[Candidate], *, method: Method, single: bool, max_replacements: int
+        self,
+        cands: Sequence[Candidate],
+        *,
+        method: Method,
+        single: bool,
+        max_replacements: int,
+        refine: bool = False,
     ) -> tuple[Command | None, str]:
         """Can these candidates go (delete) or be replaced by cheaper capacity? The command, or
-        None and a reason a person can act on."""
-        total = sum(c.price for c in cands)
+        None and a reason a person can act on. With ``refine``, a replacing command is also
+        simulated with the packing step, and the one that saves more is returned."""
         unknown = [c for c in cands if c.price <= 0]
         if unknown:
             return (
                 None,
                 f"price of {unknown[0].instance_type_name or 'its instance type'} is unknown",
             )
-        sim = self.sim.run([c.name for c in cands])
+        names = [c.name for c in cands]
+        command, why = self._command(
+            cands, self.sim.run(names), method=method, single=single, limit=max_replacements
+        )
+        if refine and command is not None and command.replacements:
+            packed, _ = self._command(
+                cands,
+                self.sim.run(names, repack=True),
+                method=method,
+                single=single,
+                limit=max_replacements,
+            )
+            if packed is not None and packed.savings > command.savings + 1e-9:
+                return packed, ""
+        return command, why
+
+    def _command(
+        self,
+        cands: Sequence[Candidate],
+        sim: Simulation,
+        *,
+        method: Method,
+        single: bool,
+        limit: int,
+    ) -> tuple[Command | None, str]:
+        """The command a simulation without ``cands`` supports, or None and why not."""
+        total = sum(c.price for c in cands)
         if not sim.all_scheduled:
             return None, _pod_error(sim)
         reps = sim.replacements
@@ -466,7 +514,7 @@ class _Pass:
                 ),
                 "",
             )
-        if len(reps) > max_replacements:
+        if len(reps) > limit:
             return None, f"its pods would need {len(reps)} new nodes"
         cheaper: list[NewNodeClaim] = []
         spent = 0.0
