@@ -596,50 +596,64 @@ def _exact_fill(
     """The most valuable fill of one node of ``cap`` (a bounded knapsack, by depth-first
     search over how many of each class), or None when that could be more than
     ``EXACT_FILLS`` fills."""
-    bounds = []
-    for c in live:
-        most = min(left[c], _room(tuple(0 for _ in cap), vecs[c], cap))
-        if most > 0:
-            bounds.append((c, most))
+    empty = tuple(0 for _ in cap)
+    bounds = [(c, min(left[c], _room(empty, vecs[c], cap))) for c in live]
+    bounds = [(c, most) for c, most in bounds if most > 0]
     space = 1
     for _, most in bounds:
         space *= most + 1
         if space > EXACT_FILLS:
             return None
-    best_take: list[int] = [0] * len(left)
-    best_worth = 0.0
-    take = [0] * len(left)
-    room = list(cap)
-
-    def search(pos: int, worth: float) -> None:
-        nonlocal best_worth, best_take
-        if worth > best_worth:
-            best_worth, best_take = worth, list(take)
-        if pos == len(bounds):
-            return
-        c, most = bounds[pos]
-        vec = vecs[c]
-        k = 0
-        while True:
-            search(pos + 1, worth + k * value[c])
-            if k == most or any(v > room[r] for r, v in enumerate(vec) if v):
-                break
-            k += 1
-            take[c] = k
-            for r, v in enumerate(vec):
-                room[r] -= v
-        take[c] = 0
-        for r, v in enumerate(vec):
-            room[r] += v * k
-
-    search(0, 0.0)
-    if best_worth <= 0:
+    search = _FillSearch(vecs, cap, value, bounds, len(left))
+    search.run(0, 0.0)
+    if search.best_worth <= 0:
         return None
     fill = [0] * len(cap)
-    for c, k in enumerate(best_take):
+    for c, k in enumerate(search.best_take):
         for r, v in enumerate(vecs[c]):
             fill[r] += v * k
-    return best_take, tuple(fill)
+    return search.best_take, tuple(fill)
+
+
+class _FillSearch:
+    """``_exact_fill``'s depth-first search: class by class, every count that still fits."""
+
+    def __init__(
+        self,
+        vecs: Sequence[_Vector],
+        cap: _Vector,
+        value: Sequence[float],
+        bounds: Sequence[tuple[int, int]],
+        classes: int,
+    ) -> None:
+        self.vecs = vecs
+        self.value = value
+        self.bounds = bounds
+        self.room = list(cap)
+        self.take = [0] * classes
+        self.best_take = [0] * classes
+        self.best_worth = 0.0
+
+    def run(self, pos: int, worth: float) -> None:
+        if worth > self.best_worth:
+            self.best_worth, self.best_take = worth, list(self.take)
+        if pos == len(self.bounds):
+            return
+        c, most = self.bounds[pos]
+        parts = [(r, v) for r, v in enumerate(self.vecs[c]) if v]
+        room = self.room
+        k = 0
+        while True:
+            self.run(pos + 1, worth + k * self.value[c])
+            if k == most or any(v > room[r] for r, v in parts):
+                break
+            k += 1
+            self.take[c] = k
+            for r, v in parts:
+                room[r] -= v
+        self.take[c] = 0
+        for r, v in parts:
+            room[r] += v * k
 
 
 def _share(vec: _Vector, cap: _Vector) -> float:

@@ -230,9 +230,11 @@ class _Solver:
                 kept[claim] = [rebuilt]
             old.append(claim)
             moving.extend(leaving)
-        if not moving:
-            return None
         rebuilt_claims = [c for new in kept.values() for c in new]
+        max_claims = None if self.inp.options.repack_split else len(old) - len(rebuilt_claims)
+        if not moving or (max_claims == 1 and len(old) == 1 and not rebuilt_claims):
+            # One claim holding them all is what greedy built: its cheapest type is the answer.
+            return None
         baseline = sum(claim_price(c) for c in old) - sum(claim_price(c) for c in rebuilt_claims)
         done = repack(
             idx,
@@ -241,7 +243,7 @@ class _Solver:
             pins=pins,
             hostnames=names,
             relax_min_values=self.inp.options.min_values_policy == "BestEffort",
-            max_claims=None if self.inp.options.repack_split else len(old) - len(rebuilt_claims),
+            max_claims=max_claims,
         )
         if done is None or not self._recharge(idx, old, [*done.claims, *rebuilt_claims]):
             return None
