@@ -3,13 +3,22 @@
 The greedy pass (``scheduler``) grows each NodeClaim while any type can still hold its pods, so a
 claim fills towards the pool's largest type and launches the cheapest type that holds what it got.
 That picks nodes by size, not by price per pod: on a mix of pod shapes it buys more than the pods
-need. This step takes the round's NodeClaims whose pods no topology rule watches and packs those
-pods again, first-fit decreasing, into nodes capped at a *target* instance type: the type that
-packs the pods' shape most cheaply, found by packing request vectors (fast, class by class) for
-the few types whose fractional cost bound is lowest. Every pod still goes in through
-``NewClaim.try_add``, so requirements, taints, host ports and minValues hold as in the greedy
-pass, and each claim's options are every type that holds its final pods. The result replaces the
-greedy claims only when it costs less.
+need. This step packs the pods that can move (the scheduler decides which: no volumes, and every
+topology group involving them keyed on a domain they keep) again, workload by workload (pods
+alike in requirements and domains), planning nodes by request vectors alone:
+
+* one *target* type for the whole workload, first-fit decreasing class by class, for the few
+  types whose fractional cost bound is lowest; or
+* column generation over node patterns (Gilmore and Gomory): a small revised simplex with one
+  row per pod shape, new patterns priced by knapsack fills under the LP's duals (greedy orders,
+  a fill that re-weighs scarce resources, and an exact search where few fills exist), whole
+  copies of the LP's patterns kept and the rest planned node by node by value per dollar;
+
+whichever is cheaper by estimate. Then every pod goes in for real through ``NewClaim.try_add``,
+so requirements, taints, host ports, DaemonSet overhead and minValues hold as in the greedy
+pass, and each claim's options are every type that holds its final pods; the tail's least-filled
+claims are merged in pairs where one type holds both for less. The result replaces the greedy
+claims only when it costs less (``baseline``).
 
 Consolidation's replacement choice comes from the same ``solve``, so it packs the same way.
 """
