@@ -65,7 +65,7 @@ _Vector = tuple[int, ...]
 class Repacked:
     claims: list[NewClaim]
     cost: float
-    greedy_cost: float
+    baseline: float  # what the claims it replaces cost
 
 
 def claim_price(claim: NewClaim) -> float:
