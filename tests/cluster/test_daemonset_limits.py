@@ -107,7 +107,15 @@ async def test_limits_only_daemonset_is_reserved_and_a_pod_that_cannot_fit_stays
                     return str(got["spec"].get("nodeName") or "")
 
                 node = await eventually(fits_bound, within=90, what="pod 'fits' bound")
-                claims = await claims_of(client, pool)
+
+                # The pod can bind (kube-scheduler) before the lifecycle controller writes the
+                # claim's status.nodeName: wait for the claim to name the node.
+                async def claims_named() -> list[dict[str, Any]] | None:
+                    claims = await claims_of(client, pool)
+                    named = [nc.get("status", {}).get("nodeName") for nc in claims]
+                    return claims if all(named) else None
+
+                claims = await eventually(claims_named, within=30, what="the claim naming its node")
                 assert [nc["status"].get("nodeName") for nc in claims] == [node]
                 # The claim reserved the agent's limit beside the pod it was made for.
                 assert claims[0]["spec"]["resources"]["requests"]["cpu"] == "1750m"
