@@ -61,13 +61,6 @@ MIN_SAVING: Final = 1e-9
 _Vector = tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Repacked:
-    claims: list[NewClaim]
-    cost: float
-    baseline: float  # what the claims it replaces cost
-
-
 def claim_price(claim: NewClaim) -> float:
     """What the claim would launch at: its cheapest option at an allowed offering."""
     price = claim.index.cheapest_price(claim.mask, claim.requirements)
@@ -83,7 +76,7 @@ def repack(
     hostnames: Iterator[str],
     relax_min_values: bool,
     max_claims: int | None = None,
-) -> Repacked | None:
+) -> list[NewClaim] | None:
     """New claims of pool ``idx`` for the pods in ``order`` (largest first), if they cost less
     than ``baseline`` (what the claims they come from cost, less what stays behind).
 
@@ -105,7 +98,7 @@ def repack(
     cost = sum(claim_price(c) for c in packed)
     if cost >= baseline * (1 - MIN_SAVING):
         return None
-    return Repacked(packed, cost, baseline)
+    return packed
 
 
 def rebuild(claim: NewClaim, staying: Sequence[PodState]) -> NewClaim | None:
@@ -218,9 +211,6 @@ class _Workload:
         self.idx.frontier_cache[key] = out
         return out
 
-    def price_of(self, fill: _Vector) -> float:
-        return self.cheapest(fill)[0]
-
     def cheapest(self, fill: _Vector) -> tuple[float, int]:
         """(price, type) of the cheapest type that holds ``fill`` (memoised); type -1 if none."""
         hit = self._priced.get(fill)
@@ -239,7 +229,7 @@ class _Workload:
         return min(plans, key=self._estimate)
 
     def _estimate(self, plan: list[_Pattern]) -> float:
-        return sum(self.price_of(self._fill(p.take)) * p.mult for p in plan)
+        return sum(self.cheapest(self._fill(p.take))[0] * p.mult for p in plan)
 
     def _fill(self, take: Sequence[int]) -> _Vector:
         fill = tuple(0 for _ in self.names)

@@ -220,19 +220,19 @@ class _Solver:
     ) -> dict[NewClaim, list[NewClaim]] | None:
         """Old claim -> what replaces it, when the pool's re-pack is cheaper and within limits."""
         old: list[NewClaim] = []
-        kept: dict[NewClaim, list[NewClaim]] = {}
+        kept: dict[NewClaim, NewClaim] = {}  # a claim some pods stay on -> it rebuilt
         moving: list[PodState] = []
         for claim, leaving, staying in parts:
             if staying:
                 rebuilt = rebuild(claim, staying)
                 if rebuilt is None:
                     continue
-                kept[claim] = [rebuilt]
+                kept[claim] = rebuilt
             old.append(claim)
             moving.extend(leaving)
-        rebuilt_claims = [c for new in kept.values() for c in new]
+        rebuilt_claims = list(kept.values())
         max_claims = None if self.inp.options.repack_split else len(old) - len(rebuilt_claims)
-        if not moving or (max_claims == 1 and len(old) == 1 and not rebuilt_claims):
+        if not moving or (max_claims == 1 and not rebuilt_claims):
             # One claim holding them all is what greedy built: its cheapest type is the answer.
             return None
         baseline = sum(claim_price(c) for c in old) - sum(claim_price(c) for c in rebuilt_claims)
@@ -245,10 +245,10 @@ class _Solver:
             relax_min_values=self.inp.options.min_values_policy == "BestEffort",
             max_claims=max_claims,
         )
-        if done is None or not self._recharge(idx, old, [*done.claims, *rebuilt_claims]):
+        if done is None or not self._recharge(idx, old, [*done, *rebuilt_claims]):
             return None
-        out: dict[NewClaim, list[NewClaim]] = {c: kept.get(c, []) for c in old}
-        out[old[0]] = [*out[old[0]], *done.claims]
+        out = {c: [kept[c]] if c in kept else [] for c in old}
+        out[old[0]] = [*out[old[0]], *done]
         return out
 
     def _pins(self, st: PodState, claim: NewClaim) -> Requirements | None:

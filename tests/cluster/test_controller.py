@@ -24,7 +24,6 @@ from karpenter_py.kube import (
     NODES,
     KubeClient,
     NotFoundError,
-    PatchType,
 )
 from karpenter_py.manager.adapters import KubeNodeAPI
 from karpenter_py.manager.app import App
@@ -33,6 +32,7 @@ from karpenter_py.model.catalog import kwok_catalog, kwok_catalog_json
 from tests.cluster.harness import (
     claims_of,
     eventually,
+    force_delete_pool,
     free_port,
     namespace,
     nodepool,
@@ -120,16 +120,7 @@ async def clean_pool(client: KubeClient, app_factory: Any, pool: str) -> None:
 
         with contextlib.suppress(AssertionError, TimeoutError):
             await eventually(none_left, within=30, what=f"nodeclaims of {pool} to go")
-    for nc in await claims_of(client, pool):  # last resort: never leave finalizers behind
-        with contextlib.suppress(NotFoundError):
-            await client.patch(
-                NODECLAIMS,
-                nc["metadata"]["name"],
-                {"metadata": {"finalizers": None}},
-                patch_type=PatchType.MERGE,
-            )
-    with contextlib.suppress(NotFoundError):
-        await client.delete(NODEPOOLS, pool)
+    await force_delete_pool(client, pool)  # last resort: never leave finalizers behind
 
 
 def plan_json(tmp_path: Path, docs: list[Mapping[str, Any]]) -> dict[str, Any]:
