@@ -102,6 +102,15 @@ async def controller_identity(cluster: ClusterHandle, admin: KubeClient) -> Any:
     )
 
 
+def rbac_denials(records: list[logging.LogRecord]) -> list[str]:
+    """Log records of requests the API server refused with 403, but for the namespace
+    lifecycle's refusal to create in a namespace being deleted (an event published while the
+    test's namespace goes away is a teardown race, not a missing permission)."""
+    out = [r.getMessage() for r in records if "forbidden" in r.getMessage().lower()]
+    out += [str(r.__dict__) for r in records if "403" in str(getattr(r, "error", ""))]
+    return [m for m in out if "because it is being terminated" not in m]
+
+
 async def test_the_controller_needs_nothing_beyond_its_rbac(
     cluster: ClusterHandle, admin: KubeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -134,9 +143,7 @@ async def test_the_controller_needs_nothing_beyond_its_rbac(
                 await eventually(claim_gone, within=60, what="the NodeClaim to terminate")
         finally:
             await clean_pool(admin, lambda: App(settings(), admin), pool)
-    forbidden = [r.getMessage() for r in caplog.records if "forbidden" in r.getMessage().lower()]
-    forbidden += [str(r.__dict__) for r in caplog.records if "403" in str(getattr(r, "error", ""))]
-    assert forbidden == []
+    assert rbac_denials(caplog.records) == []
     assert any("acquired lease" in r.getMessage() for r in caplog.records)
 
 
@@ -175,6 +182,4 @@ async def test_the_aws_controller_needs_nothing_beyond_its_rbac(
                 return True
 
             await eventually(claim_gone, within=60, what="the NodeClaim to terminate")
-    forbidden = [r.getMessage() for r in caplog.records if "forbidden" in r.getMessage().lower()]
-    forbidden += [str(r.__dict__) for r in caplog.records if "403" in str(getattr(r, "error", ""))]
-    assert forbidden == []
+    assert rbac_denials(caplog.records) == []
