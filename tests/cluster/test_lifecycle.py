@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from karpenter_py.kube import NODECLAIMS, NODEPOOLS, NODES, KubeClient, PatchType
+from karpenter_py.kube.errors import ConflictError
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.labels import (
@@ -102,17 +103,26 @@ async def test_nodeclaim_launches_registers_and_initializes(client: KubeClient) 
             return c is not None and c["reason"] == "StartupTaintsExist"
 
         await eventually(startup_taint_blocks, within=30, what="Initialized=StartupTaintsExist")
-        node = await client.get(NODES, name)
-        taints = [t for t in node["spec"]["taints"] if t["key"] != STARTUP_TAINT["key"]]
-        await client.patch(
-            NODES,
-            name,
-            {
-                "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
-                "spec": {"taints": taints},
-            },
-            patch_type=PatchType.MERGE,
-        )
+
+        async def remove_startup_taint() -> bool:
+            # kwok writes the Node's status meanwhile; an optimistic-lock conflict means read again.
+            node = await client.get(NODES, name)
+            taints = [t for t in node["spec"]["taints"] if t["key"] != STARTUP_TAINT["key"]]
+            try:
+                await client.patch(
+                    NODES,
+                    name,
+                    {
+                        "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                        "spec": {"taints": taints},
+                    },
+                    patch_type=PatchType.MERGE,
+                )
+            except ConflictError:
+                return False
+            return True
+
+        await eventually(remove_startup_taint, within=10, what="the startup taint's removal")
 
         async def ready() -> dict[str, Any] | None:
             nc = await client.get(NODECLAIMS, name)
