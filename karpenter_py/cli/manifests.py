@@ -91,7 +91,7 @@ from karpenter_py.model.core import (
     pod_from_dict,
     pod_from_parts,
 )
-from karpenter_py.model.labels import LABEL_NODEPOOL
+from karpenter_py.model.labels import AWS_GROUP, LABEL_NODEPOOL
 from karpenter_py.model.quantity import parse_resources
 from karpenter_py.model.storage import (
     PersistentVolume,
@@ -409,6 +409,8 @@ class Manifests:
     """Everything ``plan`` read, ready to become a SolveInput."""
 
     pools: list[PoolTemplate] = field(default_factory=list)
+    # NodePools read but left out: their NodeClass would not let the controller launch.
+    idle_pools: list[str] = field(default_factory=list)
     pending: list[Pod] = field(default_factory=list)  # to plan, in input order
     daemonsets: list[Pod] = field(default_factory=list)  # one template pod per DaemonSet
     existing: list[ExistingNode] = field(default_factory=list)
@@ -452,6 +454,8 @@ class _Collector:
     pdbs: list[tuple[JSON, Source]] = field(default_factory=list)
     # v1beta1 NodeClaim documents, read once every NodePool is known.
     v1beta1_claims: list[tuple[JSON, Source]] = field(default_factory=list)
+    # NodeClasses the controller would not launch from ((group, kind, name) -> why).
+    unready_classes: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def claim_pod_name(self, key: str, source: Source) -> None:
         earlier = self.pod_sources.get(key)
@@ -676,11 +680,13 @@ _NODECLASS_MODELS: Final[Mapping[str, type[BaseModel]]] = {
 
 
 def _read_nodeclass(col: _Collector, doc: JSON, source: Source) -> None:
-    del col
     try:
-        _NODECLASS_MODELS[source.kind].model_validate(doc)
+        model = _NODECLASS_MODELS[source.kind].model_validate(doc)
     except ValidationError as err:
         raise validation_error(source, err) from None
+    if isinstance(model, EC2NodeClass) and model.ubuntu_incompatible():
+        key = (AWS_GROUP, source.kind, model.metadata.name)
+        col.unready_classes[key] = "a v1beta1 Ubuntu class without amiSelectorTerms selects no AMI"
 
 
 def _read_nodeclaim(col: _Collector, doc: JSON, source: Source) -> None:
@@ -922,8 +928,21 @@ def _finish(col: _Collector) -> Manifests:
     volume_requirements, volume_errors = volume_inputs(
         pending, storage, require_bind_completed=False
     )
+    pools = []
+    idle = []
+    for pool, source in col.pools.values():
+        why = col.unready_classes.get(pool.node_class_ref)
+        if why is None:
+            pools.append(_with_usage(pool, existing))
+        else:
+            idle.append(pool.name)
+            col.warnings.append(
+                f"{source.describe()}: NodePool {pool.name} launches nothing: its "
+                f"{pool.node_class_ref[1]} {pool.node_class_ref[2]} is not ready ({why})"
+            )
     return Manifests(
-        pools=[_with_usage(pool, existing) for pool, _ in col.pools.values()],
+        pools=pools,
+        idle_pools=idle,
         pending=pending,
         daemonsets=col.daemonsets,
         existing=existing,

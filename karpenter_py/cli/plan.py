@@ -113,7 +113,7 @@ def solve_input(
     manifests: Manifests, catalog: Sequence[InstanceType], options: SolveOptions | None = None
 ) -> SolveInput:
     """Every pool may use the whole catalog: the solver filters by each pool's requirements."""
-    if not manifests.pools and not manifests.existing:
+    if not manifests.pools and not manifests.idle_pools and not manifests.existing:
         raise PlanError(NO_NODEPOOL_OR_NODE)
     types = tuple(catalog)
     return SolveInput(
@@ -284,7 +284,7 @@ def run_plan(
         manifests = load_manifests(files)
         for warning in manifests.warnings:
             print(f"warning: {warning}", file=stderr)
-        if not manifests.pools and not manifests.existing:
+        if not manifests.pools and not manifests.idle_pools and not manifests.existing:
             raise PlanError(NO_NODEPOOL_OR_NODE)
         catalog = load_catalog(instance_types)
         inp = solve_input(manifests, catalog, options)

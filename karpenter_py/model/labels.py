@@ -101,6 +101,10 @@ AWS_LABEL_TOPOLOGY_ZONE_ID: Final = "topology.k8s.aws/zone-id"
 AWS_LABEL_EC2NODECLASS: Final = "karpenter.k8s.aws/ec2nodeclass"
 AWS_ANNOTATION_EC2NODECLASS_HASH: Final = "karpenter.k8s.aws/ec2nodeclass-hash"
 AWS_ANNOTATION_EC2NODECLASS_HASH_VERSION: Final = "karpenter.k8s.aws/ec2nodeclass-hash-version"
+# Set by the v1beta1 conversion on a class that was amiFamily Ubuntu: what it changed, comma-
+# separated (amiFamily, blockDeviceMappings, and "incompatible" when it had no AMI terms).
+AWS_ANNOTATION_UBUNTU_COMPATIBILITY: Final = "compatibility.karpenter.k8s.aws/v1beta1-ubuntu"
+UBUNTU_INCOMPATIBLE: Final = "incompatible"
 # --- AWS resource tags Karpenter writes (instances, volumes, fleets, templates, profiles)
 TAG_EKS_CLUSTER_NAME: Final = "eks:eks-cluster-name"
 TAG_NODECLAIM: Final = "karpenter.sh/nodeclaim"

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.aws.clients import AwsClients
 from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver
-from karpenter_py.model.labels import AWS_TAG_CLUSTER
+from karpenter_py.model.labels import AWS_ANNOTATION_UBUNTU_COMPATIBILITY, AWS_TAG_CLUSTER
 from tests.aws.amiseed import seed_al2023, seed_image
 from tests.aws.nodeclasses import ec2nodeclass
 from tests.motofixture import CLUSTER, Network, seed_network
@@ -74,6 +74,22 @@ async def test_each_missing_part_fails_on_its_own(
         ),
     }
     assert resolved.subnets == []
+    assert resolved.amis == []
+
+
+async def test_unpinned_ubuntu_class_is_not_ready(
+    aws: AwsClients, network: Network, resolver: NodeClassResolver
+) -> None:
+    seed_al2023(K8S, {"x86_64": seed_image("amd")})
+    nc = ec2nodeclass(role=ROLE)
+    nc.metadata.annotations[AWS_ANNOTATION_UBUNTU_COMPATIBILITY] = "amiFamily,incompatible"
+    resolved = await resolver.resolve(nc)
+    assert resolved.failures["AMIsReady"] == Failure(
+        "AMINotFound",
+        "converted from a v1beta1 Ubuntu EC2NodeClass without amiSelectorTerms; v1 selects no "
+        "Ubuntu AMI by itself: set amiSelectorTerms to Ubuntu's EKS AMIs",
+    )
+    assert sorted(resolved.failures) == ["AMIsReady", "ValidationSucceeded"]
     assert resolved.amis == []
 
 

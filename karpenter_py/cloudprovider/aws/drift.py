@@ -62,6 +62,8 @@ def ec2nodeclass_hash(nodeclass: EC2NodeClass) -> str:
 
 def drift_reason(nodeclaim: NodeClaim, nodeclass: EC2NodeClass, instance: Instance) -> str:
     """The first drift found, or ""."""
+    if nodeclass.ubuntu_incompatible():
+        return ""  # its spec holds a placeholder, not what anything was launched with
     annotations = nodeclaim.metadata.annotations
     launched_with = annotations.get(AWS_ANNOTATION_EC2NODECLASS_HASH)
     if (

@@ -182,6 +182,13 @@ class NodeClassResolver:
             )
 
     async def _amis(self, nodeclass: EC2NodeClass, out: ResolvedNodeClass) -> None:
+        if nodeclass.ubuntu_incompatible():
+            out.failures[CONDITION_AMIS_READY] = Failure(
+                REASON_AMIS_NOT_FOUND,
+                "converted from a v1beta1 Ubuntu EC2NodeClass without amiSelectorTerms; v1 "
+                "selects no Ubuntu AMI by itself: set amiSelectorTerms to Ubuntu's EKS AMIs",
+            )
+            return
         terms = nodeclass.spec.ami_selector_terms
         try:
             out.amis = await self.amis.discover(terms, self.kubernetes_version)

@@ -23,7 +23,9 @@ webhook):
 * An EC2NodeClass with no ``amiSelectorTerms`` used its family's latest EKS-optimized AMI: in v1
   that is the alias term ``<family>@latest``. ``amiFamily: Ubuntu`` (gone in v1) becomes AL2 with
   Ubuntu's root device, noted in the ``compatibility.karpenter.k8s.aws/v1beta1-ubuntu``
-  annotation so the way back restores it.
+  annotation so the way back restores it; one without amiSelectorTerms (v1 has no Ubuntu alias)
+  gets the placeholder term ``{id: ami-placeholder}`` and ``incompatible`` in that annotation, so
+  it converts but is not Ready and launches nothing until it selects its AMIs, as upstream.
 * A v1beta1 template's ``resources`` is dropped (v1 templates have none; upstream ignored it).
 
 Round trips: v1beta1 → v1 → v1beta1 gives the object back with only the defaults filled in
@@ -47,7 +49,14 @@ from typing import Final, cast
 from pydantic import ValidationError
 
 from karpenter_py.model.api.v1beta1.common import KubeletConfiguration
-from karpenter_py.model.labels import AWS_GROUP, GROUP, KWOK_GROUP, LABEL_NODEPOOL
+from karpenter_py.model.labels import (
+    AWS_ANNOTATION_UBUNTU_COMPATIBILITY,
+    AWS_GROUP,
+    GROUP,
+    KWOK_GROUP,
+    LABEL_NODEPOOL,
+    UBUNTU_INCOMPATIBLE,
+)
 
 JSON = dict[str, object]
 # v1 NodePools by name: the facts converting a v1beta1 NodeClaim reads (see nodepool_needed).
@@ -60,7 +69,7 @@ V1_EC2NODECLASS: Final = f"{AWS_GROUP}/v1"
 V1BETA1_EC2NODECLASS: Final = f"{AWS_GROUP}/v1beta1"
 
 KUBELET_ANNOTATION: Final = "compatibility.karpenter.sh/v1beta1-kubelet-conversion"
-UBUNTU_ANNOTATION: Final = "compatibility.karpenter.k8s.aws/v1beta1-ubuntu"
+UBUNTU_ANNOTATION: Final = AWS_ANNOTATION_UBUNTU_COMPATIBILITY
 V1_FIELDS_ANNOTATION: Final = "compatibility.karpenter-py.sh/v1-fields"
 
 DEFAULT_NODECLASS_GROUP: Final = AWS_GROUP
@@ -77,6 +86,7 @@ _UBUNTU_ROOT: Final = {
     "rootVolume": True,
     "ebs": {"encrypted": True, "volumeSize": "20Gi", "volumeType": "gp3"},
 }
+_UBUNTU_PLACEHOLDER: Final = {"id": "ami-placeholder"}
 # amiFamily -> alias family, for v1beta1 classes without amiSelectorTerms
 _ALIAS_OF: Final = {
     "AL2": "al2",
@@ -403,21 +413,26 @@ def _ec2nodeclass_to_v1(obj: JSON, changes: list[str], _pools: NodePools) -> JSO
     family = spec.get("amiFamily")
     terms = spec.get("amiSelectorTerms")
     if family == "Ubuntu":
-        if not terms:
-            raise ConversionError(
-                "spec.amiFamily: Ubuntu without amiSelectorTerms has no v1 form (v1 has no "
-                "Ubuntu alias); select the Ubuntu AMIs with amiSelectorTerms"
-            )
         restored = ["amiFamily"]
         spec["amiFamily"] = "AL2"
         if "blockDeviceMappings" not in spec:
             spec["blockDeviceMappings"] = [copy.deepcopy(_UBUNTU_ROOT)]
             restored.append("blockDeviceMappings")
-        _annotations(obj)[UBUNTU_ANNOTATION] = ",".join(restored)
         changes.append(
             "spec.amiFamily: Ubuntu is not a v1 family, now AL2 with Ubuntu's root device "
             f"(noted in the {UBUNTU_ANNOTATION} annotation)"
         )
+        if not terms:
+            # v1 has no Ubuntu alias: as upstream, the class converts (so it is not lost) but
+            # holds a placeholder term and is not Ready until it selects Ubuntu AMIs itself.
+            restored.append(UBUNTU_INCOMPATIBLE)
+            spec["amiSelectorTerms"] = [dict(_UBUNTU_PLACEHOLDER)]
+            changes.append(
+                "spec.amiSelectorTerms: none, and v1 has no Ubuntu alias: now "
+                f"[{{id: {_UBUNTU_PLACEHOLDER['id']}}}]; the class launches nothing until its "
+                "amiSelectorTerms select Ubuntu AMIs"
+            )
+        _annotations(obj)[UBUNTU_ANNOTATION] = ",".join(restored)
     elif not terms:
         alias_family = _ALIAS_OF.get(str(family))
         if alias_family is None:
@@ -455,6 +470,8 @@ def _ec2nodeclass_to_v1beta1(obj: JSON) -> JSON:
         parts = ubuntu.split(",")
         if "amiFamily" in parts:
             spec["amiFamily"] = "Ubuntu"
+        if UBUNTU_INCOMPATIBLE in parts:
+            spec.pop("amiSelectorTerms", None)  # the placeholder the way in put there
         if "blockDeviceMappings" in parts:
             spec.pop("blockDeviceMappings", None)
     for v1_only in (

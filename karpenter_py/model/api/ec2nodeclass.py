@@ -23,7 +23,12 @@ from karpenter_py.model.api.base import (
 )
 from karpenter_py.model.api.common import NodeSelectorRequirement, Pattern
 from karpenter_py.model.api.meta import ConditionedStatus, ObjectMeta
-from karpenter_py.model.labels import AWS_LABEL_EC2NODECLASS, LABEL_NODEPOOL
+from karpenter_py.model.labels import (
+    AWS_ANNOTATION_UBUNTU_COMPATIBILITY,
+    AWS_LABEL_EC2NODECLASS,
+    LABEL_NODEPOOL,
+    UBUNTU_INCOMPATIBLE,
+)
 
 API_VERSION: Final = "karpenter.k8s.aws/v1"
 KIND: Final = "EC2NodeClass"
@@ -824,3 +829,9 @@ class EC2NodeClass(KubeModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: EC2NodeClassSpec
     status: EC2NodeClassStatus = Field(default_factory=EC2NodeClassStatus)
+
+    def ubuntu_incompatible(self) -> bool:
+        """Converted from a v1beta1 Ubuntu class without AMI terms: v1 finds no Ubuntu AMI by
+        itself, so the class holds a placeholder term and launches nothing (as upstream)."""
+        value = self.metadata.annotations.get(AWS_ANNOTATION_UBUNTU_COMPATIBILITY, "")
+        return UBUNTU_INCOMPATIBLE in value.split(",")

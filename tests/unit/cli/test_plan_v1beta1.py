@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -167,11 +168,6 @@ def test_old_guide_plans_like_its_v1_form(
             "document 1 (NodePool default): spec.disruption.consolidationPolicy: Input should be "
             "'WhenEmpty' or 'WhenUnderutilized' (got 'WhenIdle')",
         ),
-        (
-            GUIDE_V1BETA1.replace("amiFamily: AL2", "amiFamily: Ubuntu"),
-            "document 2 (EC2NodeClass default): spec.amiFamily: Ubuntu without amiSelectorTerms "
-            "has no v1 form",
-        ),
     ],
 )
 def test_invalid_v1beta1_is_an_error(
@@ -213,3 +209,27 @@ def test_v1beta1_nodeclaims_take_their_nodepool_expiry(tmp_path: Path) -> None:
         f"{path}: document 2 (NodeClaim gone-b): NodeClaim karpenter.sh/v1beta1 converted to v1: "
         "spec.nodeClassRef: no apiVersion, now group karpenter.k8s.aws, kind EC2NodeClass",
     ]
+
+
+def test_unpinned_ubuntu_class_launches_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As upstream's controller: the class converts, but is not Ready, so its NodePool is idle.
+    out, err = plan(
+        tmp_path,
+        "ubuntu.yaml",
+        GUIDE_V1BETA1.replace("amiFamily: AL2", "amiFamily: Ubuntu"),
+        capsys,
+    )
+    result = json.loads(out)
+    assert result["nodeClaims"] == []
+    assert {u["reason"] for u in result["unschedulable"]} == {
+        "no NodePool can launch nodes (none is defined or has a ready NodeClass)"
+    }
+    assert len(result["unschedulable"]) == 5
+    file = tmp_path / "ubuntu.yaml"
+    assert err.splitlines()[-1] == (
+        f"warning: {file}: document 1 (NodePool default): NodePool default launches nothing: its "
+        "EC2NodeClass default is not ready (a v1beta1 Ubuntu class without amiSelectorTerms "
+        "selects no AMI)"
+    )

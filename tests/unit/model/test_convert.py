@@ -322,6 +322,25 @@ EC2_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
             f"(noted in the {UBUNTU_ANNOTATION} annotation)",
         ],
     ),
+    (
+        "Ubuntu without AMI terms: a placeholder term, marked incompatible",
+        nodeclass(B, amiFamily="Ubuntu", blockDeviceMappings=[{"deviceName": "/dev/xvda"}]),
+        nodeclass(
+            V,
+            {UBUNTU_ANNOTATION: "amiFamily,incompatible"},
+            amiFamily="AL2",
+            blockDeviceMappings=[{"deviceName": "/dev/xvda"}],
+            amiSelectorTerms=[{"id": "ami-placeholder"}],
+        ),
+        [
+            "apiVersion: karpenter.k8s.aws/v1beta1 is now karpenter.k8s.aws/v1",
+            "spec.amiFamily: Ubuntu is not a v1 family, now AL2 with Ubuntu's root device "
+            f"(noted in the {UBUNTU_ANNOTATION} annotation)",
+            "spec.amiSelectorTerms: none, and v1 has no Ubuntu alias: now "
+            "[{id: ami-placeholder}]; the class launches nothing until its amiSelectorTerms "
+            "select Ubuntu AMIs",
+        ],
+    ),
 ]
 
 
@@ -364,7 +383,6 @@ def test_ec2nodeclass_v1_only_fields_survive_v1beta1() -> None:
 @pytest.mark.parametrize(
     ("obj", "target", "message"),
     [
-        (nodeclass(B, amiFamily="Ubuntu"), V, "Ubuntu without amiSelectorTerms has no v1 form"),
         ({"apiVersion": "v1", "kind": "Pod"}, V, "no conversion for Pod v1"),
         (
             nodeclass("karpenter.k8s.aws/v2"),

@@ -19,6 +19,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.labels import (
     AWS_ANNOTATION_EC2NODECLASS_HASH,
     AWS_ANNOTATION_EC2NODECLASS_HASH_VERSION,
+    AWS_ANNOTATION_UBUNTU_COMPATIBILITY,
 )
 
 BASE_SPEC: dict[str, Any] = {
@@ -264,3 +265,12 @@ def test_selector_edit_alone_is_not_drift() -> None:
     # The selector moved but status still resolves to what the instance runs on.
     nc = nodeclass(edited(subnetSelectorTerms=[{"id": "subnet-a"}], role="Other"))
     assert drift_reason(claim(), nc, instance()) == ""
+
+
+def test_unpinned_ubuntu_class_is_never_drifted() -> None:
+    # Its AMI terms are the conversion's placeholder: what the instance runs is not comparable.
+    nc = nodeclass(amis=[{"id": "ami-other", "requirements": []}])
+    nc.metadata.annotations[AWS_ANNOTATION_UBUNTU_COMPATIBILITY] = "amiFamily,incompatible"
+    assert drift_reason(claim("123"), nc, instance(image="ami-old")) == ""
+    nc.metadata.annotations[AWS_ANNOTATION_UBUNTU_COMPATIBILITY] = "amiFamily"
+    assert drift_reason(claim("123"), nc, instance(image="ami-old")) == "NodeClassDrift"
