@@ -24,7 +24,7 @@ from karpenter_py.kube import NODECLAIMS, NODEPOOLS, KubeClient, NotFoundError, 
 from karpenter_py.kube.errors import ApiError
 from karpenter_py.manager.certs import not_after
 from karpenter_py.manager.webhook import CONVERTED_CRDS, SECRETS, WebhookConfig, bundle_of, serve
-from karpenter_py.model.api.convert import KUBELET_ANNOTATION
+from karpenter_py.model.api.convert import KUBELET_ANNOTATION, UBUNTU_ANNOTATION
 from tests.cluster.harness import (
     CRDS,
     eventually,
@@ -137,6 +137,7 @@ async def converts(client: KubeClient) -> bool:
 async def test_v1beta1_applies_and_reads_back_in_both_versions(client: KubeClient) -> None:
     port = free_port()
     pool, nodeclass = unique("beta-pool"), unique("beta-class")
+    ubuntu_class = unique("beta-ubuntu")
     async with namespace(client) as ns, webhook(client, config_for(ns, port)):
         secret = await eventually(
             lambda: _secret_or_none(client, ns), within=30, what="the webhook Secret"
@@ -207,8 +208,27 @@ async def test_v1beta1_applies_and_reads_back_in_both_versions(client: KubeClien
             ec2_beta = await client.get(EC2NODECLASSES_V1BETA1, nodeclass)
             assert ec2_beta["spec"]["amiFamily"] == "AL2023"
             assert "amiSelectorTerms" not in ec2_beta["spec"]
+
+            # An Ubuntu class without AMI terms is stored (with the placeholder term the v1
+            # schema needs) and reads back as it was applied.
+            ubuntu = guide_nodeclass(ubuntu_class)
+            ubuntu["spec"]["amiFamily"] = "Ubuntu"
+            await client.create(EC2NODECLASSES_V1BETA1, ubuntu)
+            ub = await client.get(EC2NODECLASSES_V1, ubuntu_class)
+            assert ub["spec"]["amiFamily"] == "AL2"
+            assert ub["spec"]["amiSelectorTerms"] == [{"id": "ami-placeholder"}]
+            assert ub["metadata"]["annotations"][UBUNTU_ANNOTATION] == (
+                "amiFamily,blockDeviceMappings,incompatible"
+            )
+            ub_beta = await client.get(EC2NODECLASSES_V1BETA1, ubuntu_class)
+            assert ub_beta["spec"].pop("metadataOptions")["httpTokens"] == "required"  # v1 default
+            assert ub_beta["spec"] == ubuntu["spec"]
         finally:
-            for resource, name in ((NODEPOOLS, pool), (EC2NODECLASSES_V1, nodeclass)):
+            for resource, name in (
+                (NODEPOOLS, pool),
+                (EC2NODECLASSES_V1, nodeclass),
+                (EC2NODECLASSES_V1, ubuntu_class),
+            ):
                 with contextlib.suppress(NotFoundError):
                     await client.delete(resource, name)
 
