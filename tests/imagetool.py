@@ -6,11 +6,13 @@ Otherwise the build script is run once per process; it only builds when its cach
 path. A failed build raises :class:`ImageError`, so the tests that need the image fail instead of
 skipping.
 
-:class:`Runner` runs a program from an unpacked root filesystem as the image's user. It tries
-crun (an OCI runtime from Debian) first; where crun cannot run (this sandbox's cgroup v1/v2
-hybrid: crun 1.8 refuses it with "cgroups in hybrid mode not supported") it falls back to
-chroot in a private mount namespace with /dev and /proc mounted, as a runtime provides them.
-Either way the host network is shared, the environment is the image's, the user is 65532.
+:class:`Runner` runs a program from an unpacked root filesystem as the image's user, in an OCI
+runtime from Debian: crun first, then runc (on this machine's cgroup v1/v2 hybrid crun 1.8
+refuses to start with "cgroups in hybrid mode not supported"; runc 1.1 runs). The container has
+its own pid, ipc, uts and mount namespaces, a read-only root, tmpfs /dev and /tmp. Where no
+runtime can run, it falls back to chroot in a private mount namespace with /dev and /proc
+mounted, as a runtime provides them. Either way the host network is shared, the environment is
+the image's, the user is 65532.
 arm64 programs run under qemu-user-static: the static qemu binary is copied into the (test's
 copy of the) root filesystem and runs the arm64 python inside the chroot, so no binfmt_misc
 registration is needed.
@@ -120,17 +122,21 @@ _CHROOT_SH = (
 )
 
 
+# The OCI runtimes from Debian tried in turn; the first that can start a container is used.
+RUNTIMES = ("crun", "runc")
+
+
 @functools.cache
-def crun_unusable() -> str | None:
-    """Why crun cannot run a container here (None: it can), probed once per process."""
-    if shutil.which("crun") is None:
-        return "crun is not installed"
-    with tempfile.TemporaryDirectory(prefix="karpy-crun-probe-") as tmp:
+def runtime_unusable(runtime: str) -> str | None:
+    """Why ``runtime`` cannot run a container here (None: it can), probed once per process."""
+    if shutil.which(runtime) is None:
+        return f"{runtime} is not installed"
+    with tempfile.TemporaryDirectory(prefix="karpy-oci-probe-") as tmp:
         bundle = Path(tmp)
         (bundle / "rootfs").mkdir()
-        _crun_config(bundle, bundle / "rootfs", ["/nonexistent"], {})
+        _oci_config(bundle, bundle / "rootfs", ["/nonexistent"], {})
         proc = subprocess.run(
-            ["crun", "run", "--bundle", str(bundle), f"karpy-probe-{os.getpid()}"],
+            [runtime, "run", "--bundle", str(bundle), f"karpy-probe-{os.getpid()}"],
             capture_output=True,
             text=True,
             check=False,
@@ -140,10 +146,10 @@ def crun_unusable() -> str | None:
         # A runtime that works fails this probe only at exec time (the program does not exist).
         if "nonexistent" in err or "No such file" in err:
             return None
-        return err or f"crun exited {proc.returncode}"
+        return err or f"{runtime} exited {proc.returncode}"
 
 
-def _crun_config(bundle: Path, rootfs: Path, argv: Sequence[str], env: Mapping[str, str]) -> None:
+def _oci_config(bundle: Path, rootfs: Path, argv: Sequence[str], env: Mapping[str, str]) -> None:
     uid, gid = (int(x) for x in SPEC["user"].split(":"))
     config = {
         "ociVersion": "1.0.2",
@@ -182,8 +188,15 @@ class Runner:
     def __init__(self, rootfs: Path, arch: str) -> None:
         self.rootfs = rootfs
         self.arch = arch
-        self.why_not_crun = crun_unusable()
-        self.how = "crun" if self.why_not_crun is None else "chroot"
+        # runtime -> why it cannot run here, for each tried before the one used.
+        self.why_not: dict[str, str] = {}
+        self.how = "chroot"
+        for runtime in RUNTIMES:
+            why = runtime_unusable(runtime)
+            if why is None:
+                self.how = runtime
+                break
+            self.why_not[runtime] = why
 
     def command(
         self, argv: Sequence[str], env: Mapping[str, str]
@@ -192,10 +205,10 @@ class Runner:
         if self.arch in QEMU:
             argv = [f"/{QEMU[self.arch]}", *argv]
         full_env = {**image_env(), **env}
-        if self.how == "crun":
-            bundle = Path(tempfile.mkdtemp(prefix="karpy-crun-"))
-            _crun_config(bundle, self.rootfs, argv, full_env)
-            return ["crun", "run", "--bundle", str(bundle), f"karpy-{bundle.name}"], {
+        if self.how != "chroot":
+            bundle = Path(tempfile.mkdtemp(prefix="karpy-oci-"))
+            _oci_config(bundle, self.rootfs, argv, full_env)
+            return [self.how, "run", "--bundle", str(bundle), f"karpy-{bundle.name}"], {
                 "PATH": os.environ["PATH"]
             }
         # The image's PATH also finds the host's mount (merged /usr) for the shell before chroot.

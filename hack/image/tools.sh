@@ -5,7 +5,7 @@
 #   debootstrap  not used to bootstrap: the build resolves packages with apt itself; kept out
 #   skopeo       inspects/copies the OCI layout (tests, README's kind/registry recipes)
 #   umoci        not needed: hack/image/oci.py writes and reads the layout itself
-#   crun         OCI runtime the amd64 smoke test tries first (chroot is the fallback)
+#   crun, runc   OCI runtimes the smoke tests try in turn (chroot is the fallback)
 #   qemu-user-static  runs the arm64 python for the arm64 smoke test
 #   dpkg-dev is not needed: dpkg-deb (always present on Debian) extracts the packages.
 #
@@ -18,6 +18,7 @@ log() { echo "[image/tools] $*" >&2; }
 declare -A NEED=(
   [skopeo]=skopeo
   [crun]=crun
+  [runc]=runc
   [qemu-aarch64-static]=qemu-user-static
   [apt-get]=apt
   [dpkg-deb]=dpkg

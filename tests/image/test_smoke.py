@@ -1,6 +1,6 @@
 """The image's file system runs the CLI: amd64 natively, arm64 under qemu-user-static, as the
-image's user (65532), with the image's environment (tests/imagetool.py says how: crun where it
-can run here, else chroot)."""
+image's user (65532), with the image's environment (tests/imagetool.py says how: crun or runc,
+whichever can run here, else chroot)."""
 
 from __future__ import annotations
 
@@ -51,10 +51,8 @@ def test_version(arch: str, request: pytest.FixtureRequest) -> None:
         f"karpenter-py {imagetool.version()}\n",
         "",
     )
-    print(
-        f"{arch} ran with {runner.how}"
-        + (f" (crun: {runner.why_not_crun})" if runner.why_not_crun else "")
-    )
+    tried = "; ".join(f"{name}: {why}" for name, why in runner.why_not.items())
+    print(f"{arch} ran with {runner.how}" + (f" ({tried})" if tried else ""))
 
 
 @pytest.mark.parametrize("arch", ["amd64", "arm64"])
