@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from karpenter_py.manager.settings import OPTIONS, FeatureGates, load_settings
+from karpenter_py.manager.webhook import WebhookConfig
 from tests.helmtool import CHART, run_helm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,6 +189,32 @@ def test_objects_of_another_release_are_named_after_it() -> None:
     ]
     assert kinds["Service"]["spec"]["selector"] == selector
     assert kinds["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == selector
+
+
+def test_webhook_of_another_release_is_called_through_its_service() -> None:
+    # The CRDs in crds/ name Service karpenter/karpenter; a controller of release "edge" in
+    # namespace "ops" rewrites their clientConfig (webhook._publish) to what its settings say,
+    # which must be the Service this release renders, on the port the pod listens on.
+    objects = render(release="edge", namespace="ops")
+    kinds = by_kind(objects)
+    env = {**plain_env(objects), "LEADER_ELECTION_NAMESPACE": "ops"}  # the fieldRef's value
+    s = load_settings([], env)
+    config = WebhookConfig(
+        namespace=s.leader_election_namespace, service=s.webhook_service_name, port=s.webhook_port
+    )
+    service = kinds["Service"]
+    ports = {p["name"]: p for p in service["spec"]["ports"]}
+    assert config.client_config(b"ca")["service"] == {
+        "name": service["metadata"]["name"],
+        "namespace": service["metadata"]["namespace"],
+        "path": "/convert",
+        "port": ports["https-webhook"]["port"],
+    }
+    assert (config.service, config.namespace) == ("edge", "ops")
+    target = ports["https-webhook"]["targetPort"]
+    pod_ports = {p["name"]: p["containerPort"] for p in container(objects)["ports"]}
+    assert pod_ports[target] == s.webhook_port == 8443
+    assert "edge.ops.svc" in config.hosts()  # the serving certificate names that Service
 
 
 # ----------------------------------------------------------------------------- settings -> env
