@@ -21,7 +21,7 @@ def diagnose(
     st: PodState, indexes: Sequence[PoolIndex], limits: Mapping[str, Resources], last_error: str
 ) -> str:
     if not indexes:
-        return "no NodePool can launch nodes (none is defined or has a ready NodeClass)"
+        return "no NodePools can launch nodes (none are defined, or none has a ready NodeClass)"
     static = [_static_reason(st, idx, limits.get(idx.pool.name)) for idx in indexes]
     if all(r is not None for r in static):
         reasons = "; ".join(

@@ -11,7 +11,7 @@ import pytest
 from karpenter_py.cli.main import main
 from tests.unit.cli.conftest import Writer, node, pod
 
-NO_POOL = "no NodePool can launch nodes (none is defined or has a ready NodeClass)"
+NO_POOL = "no NodePools can launch nodes (none are defined, or none has a ready NodeClass)"
 
 
 def _plan(capsys: pytest.CaptureFixture[str], path: str, *extra: str) -> tuple[int, str, str]:
@@ -31,7 +31,7 @@ worker-1         2
 
 Unschedulable pods (1):
 POD           REASON
-default/huge  no NodePool can launch nodes (none is defined or has a ready NodeClass)
+default/huge  no NodePools can launch nodes (none are defined, or none has a ready NodeClass)
 
 Total hourly cost: $0.0000
 """

@@ -224,7 +224,7 @@ def test_unpinned_ubuntu_class_launches_nothing(
     result = json.loads(out)
     assert result["nodeClaims"] == []
     assert {u["reason"] for u in result["unschedulable"]} == {
-        "no NodePool can launch nodes (none is defined or has a ready NodeClass)"
+        "no NodePools can launch nodes (none are defined, or none has a ready NodeClass)"
     }
     assert len(result["unschedulable"]) == 5
     file = tmp_path / "ubuntu.yaml"
