@@ -7,7 +7,7 @@ changed, so the usual case (a full node) costs one dictionary lookup.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from karpenter_py.model.core import HostPort, Taint
@@ -105,6 +105,33 @@ class NewClaim:
             return self._try_volumes(st, topology, signature, reqs, volumes)
         return self._place(st, topology, reqs)
 
+    def try_add_all(self, states: Sequence[PodState], topology: Topology) -> bool:
+        """Add every pod of ``states`` at once, or none (False: add them one by one instead).
+        For pods alike in signature, without host ports or volumes, that no topology group
+        narrows (the packing step's pods): one check of their combined requests, one commit."""
+        first = states[0]
+        if first.pod.host_ports or any(st.signature != first.signature for st in states):
+            return False
+        if self._static_checks(first) is not None:
+            return False
+        reqs = self.requirements & first.requirements
+        for st in states:
+            if topology.narrow(st.index, st.pod, st.strict_requirements, reqs) is not reqs:
+                return False
+        total = dict(self.requests)
+        for name, amount in first.pod.requests.items():
+            total[name] = total.get(name, 0) + amount * len(states)
+        mask = self._narrow_types(reqs) & self.index.fit_mask(total)
+        if not mask:
+            return False
+        if self._min_values(reqs, mask) is not None:
+            if self.pods or not self.relax_min_values:
+                return False
+            reqs = relax_min_values(reqs, self.index, mask)
+            self.min_values_relaxed = True
+        self._commit(states, topology, reqs, mask, total)
+        return True
+
     def _try_volumes(
         self,
         st: PodState,
@@ -155,7 +182,7 @@ class NewClaim:
                 return why
             narrowed = relax_min_values(narrowed, self.index, mask)
             self.min_values_relaxed = True
-        self._commit(st, topology, narrowed, mask, total)
+        self._commit((st,), topology, narrowed, mask, total)
         return None
 
     def _static_checks(self, st: PodState) -> str | None:
@@ -195,16 +222,22 @@ class NewClaim:
         return None
 
     def _commit(
-        self, st: PodState, topology: Topology, reqs: Requirements, mask: int, total: Resources
+        self,
+        states: Sequence[PodState],
+        topology: Topology,
+        reqs: Requirements,
+        mask: int,
+        total: Resources,
     ) -> None:
         self.requirements = reqs
         self.mask = mask
         self.requests = total
-        self.pods.append(st)
-        self.ports.extend(st.pod.host_ports)
         self.version += 1
         self.headroom = self.index.headroom(mask, total)
-        topology.record(st.index, Placed(st.pod, reqs, self.index.taints))
+        for st in states:
+            self.pods.append(st)
+            self.ports.extend(st.pod.host_ports)
+            topology.record(st.index, Placed(st.pod, reqs, self.index.taints))
 
 
 def relax_min_values(reqs: Requirements, index: PoolIndex, mask: int) -> Requirements:

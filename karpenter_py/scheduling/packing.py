@@ -25,6 +25,7 @@ Consolidation's replacement choice comes from the same ``solve``, so it packs th
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -238,24 +239,35 @@ class _Workload:
                 fill = _plus(fill, vec, k)
         return fill
 
-    def _bounds(self, vecs_counts: Sequence[tuple[_Vector, int]]) -> list[tuple[float, int]]:
-        """(fractional cost, type) of the types that hold each of these pods alone: price times
-        the most-demanded resource's share of the type; lowest first."""
-        largest = tuple(max(v[r] for v, _ in vecs_counts) for r in range(len(self.names)))
-        demand = [sum(v[r] * c for v, c in vecs_counts) for r in range(len(self.names))]
+    def _bounds(
+        self, vecs_counts: Sequence[tuple[_Vector, int]], best: int
+    ) -> list[tuple[float, int]]:
+        """(fractional cost, type) of the ``best`` types, lowest first, among those that hold
+        each of these pods alone: price times the most-demanded resource's share of the type."""
+        resources = range(len(self.names))
+        largest = [max(v[r] for v, _ in vecs_counts) for r in resources]
+        demand = [(r, sum(v[r] * c for v, c in vecs_counts)) for r in resources]
+        demand = [(r, d) for r, d in demand if d]
         out = []
+        caps = self.caps
+        # Explicit loops: this runs per pod shape over every frontier type.
         for price, i in self.frontier:
-            cap = self.caps[i]
-            if any(x > c for x, c in zip(largest, cap, strict=True)):
-                continue
-            out.append((price * max(d / c for d, c in zip(demand, cap, strict=True) if d), i))
-        out.sort()
-        return out
+            cap = caps[i]
+            for r in resources:
+                if largest[r] > cap[r]:
+                    break
+            else:
+                share = 0.0
+                for r, d in demand:
+                    if d > share * cap[r]:
+                        share = d / cap[r]
+                out.append((price * share, i))
+        return heapq.nsmallest(best, out)
 
     def _single_target(self) -> list[_Pattern]:
         counts = [(v, len(p)) for v, p in zip(self.vecs, self.pods, strict=True)]
         best: tuple[float, list[_Pattern]] | None = None
-        for _, i in self._bounds(counts)[:CANDIDATES]:
+        for _, i in self._bounds(counts, CANDIDATES):
             plan = [
                 _Pattern(i, self.pinned, tuple(self.pods), take, mult)
                 for take, mult in _ffd([c for _, c in counts], self.vecs, self.caps[i])
@@ -271,7 +283,7 @@ class _Workload:
         value: list[float] = []
         candidates: dict[int, None] = {}
         for vec in self.vecs:
-            bounds = self._bounds([(vec, 1)])
+            bounds = self._bounds([(vec, 1)], PER_CLASS)
             value.append(bounds[0][0] if bounds else 0.0)
             candidates.update((i, None) for _, i in bounds[:PER_CLASS])
         return value, list(candidates)
@@ -825,7 +837,16 @@ def _pack(
             b = _Bin(claim, cap)
             for pods, k in zip(pattern.classes, pattern.take, strict=True):
                 queue = queues.setdefault(id(pods), deque(pods))
-                for st in [queue.popleft() for _ in range(min(k, len(queue)))]:
+                batch = [queue.popleft() for _ in range(min(k, len(queue)))]
+                if not batch:
+                    continue
+                # A class's pods are alike in requests: usually they all go in with one check.
+                if b.admits(_times(batch[0].pod.requests, len(batch))) and claim.try_add_all(
+                    batch, topology
+                ):
+                    placed.update(st.index for st in batch)
+                    continue
+                for st in batch:
                     if (
                         b.admits(st.pod.requests)
                         and claim.try_add(st, topology, st.signature) is None
@@ -951,6 +972,10 @@ def _first_fit_into(
             upcoming = smallest[pos + 1]
             scan = [b for b in scan if b.admits(upcoming)]
     return True
+
+
+def _times(requests: Mapping[str, int], k: int) -> dict[str, int]:
+    return {name: amount * k for name, amount in requests.items()}
 
 
 def _keeps(claim: NewClaim, pinned: Requirements | None) -> bool:

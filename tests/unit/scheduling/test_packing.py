@@ -20,7 +20,7 @@ from karpenter_py.scheduling.inputs import PoolTemplate, SolveInput, SolveOption
 from karpenter_py.scheduling.instances import PoolIndex
 from karpenter_py.scheduling.packing import claim_price, merge_tail
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
-from karpenter_py.scheduling.podstate import PodState
+from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.scheduler import solve
 from karpenter_py.scheduling.topology import Topology
 from tests.unit.scheduling._helpers import HOSTNAME, ZONE, itype, pod, pool, spread, zone_counts
@@ -270,3 +270,61 @@ def test_merge_tail_keeps_claims_when_one_node_is_dearer() -> None:
     names = (f"h-{n}" for n in itertools.count())
     claims = _single_pod_claims(idx, topology, names)
     assert merge_tail(idx, claims, {}, topology, names, relax_min_values=False) == claims
+
+
+HOST_PORT: dict[str, Any] = {
+    "containers": [{"name": "app", "ports": [{"containerPort": 80, "hostPort": 80}]}]
+}
+
+# (name, pods, added): NewClaim.try_add_all, which the packing step uses to place a pattern's
+# pods of one class with one check. It adds all or nothing.
+ALL_OR_NOTHING = [
+    ("two alike pods go in with one commit, onto the type that holds both", three_cpu(2), True),
+    ("their combined requests fit no type: none goes in", three_cpu(3), False),
+    (
+        "signatures differ (a toleration): one by one instead",
+        [
+            *three_cpu(1),
+            pod(
+                "tolerant",
+                "3",
+                "1Gi",
+                tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+            ),
+        ],
+        False,
+    ),
+    (
+        "host ports: one by one instead",
+        [pod(f"web{i}", "1", "1Gi", **HOST_PORT) for i in range(2)],
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pods", "added"), [c[1:] for c in ALL_OR_NOTHING], ids=[c[0] for c in ALL_OR_NOTHING]
+)
+def test_try_add_all_is_all_or_nothing(pods: list[Pod], added: bool) -> None:
+    idx = PoolIndex(pool(), split_types(), ())
+    topology = Topology(universe={}, placed=(), namespace_labels={})
+    cache: RequirementsCache = {}  # one per solve: pods alike share their requirements
+    states = [PodState.of(p, i, respect_preferences=True, cache=cache) for i, p in enumerate(pods)]
+    claim = NewClaim(idx, "h-0", idx.all)
+    assert claim.try_add_all(states, topology) is added
+    if not added:
+        assert (claim.pods, claim.requests, claim.version, claim.mask) == ([], {}, 0, idx.all)
+        return
+    # The same claim as adding them one by one, in one commit.
+    one_by_one = NewClaim(idx, "h-0", idx.all)
+    for st in states:
+        assert one_by_one.try_add(st, topology, st.signature) is None
+    assert claim.pods == one_by_one.pods
+    assert (claim.requests, claim.mask, claim.requirements, claim.headroom) == (
+        one_by_one.requests,
+        one_by_one.mask,
+        one_by_one.requirements,
+        one_by_one.headroom,
+    )
+    assert [idx.types[i].name for i in range(len(idx.types)) if claim.mask >> i & 1] == ["big"]
+    assert claim.version == 1
