@@ -22,12 +22,11 @@ from karpenter_py.cloudprovider.aws.catalog import (
 )
 from karpenter_py.cloudprovider.aws.instancetypes import (
     discovered,
-    ephemeral_storage_for,
     facts_from_ec2,
-    knobs_for,
     offerings_for,
     resolve_instance_types,
 )
+from karpenter_py.cloudprovider.aws.knobs import ephemeral_storage_for, knobs_for
 from karpenter_py.model.api import convert
 from karpenter_py.model.api.ec2nodeclass import BlockDeviceMapping, EC2NodeClass
 from karpenter_py.model.labels import AWS_LABEL_TOPOLOGY_ZONE_ID, LABEL_OS, LABEL_TOPOLOGY_ZONE
