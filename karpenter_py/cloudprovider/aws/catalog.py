@@ -29,7 +29,9 @@ for the default EC2NodeClass (AL2023, no kubelet overrides, no block device mapp
 ``build_instance_type`` is the same arithmetic with the EC2NodeClass knobs upstream honours
 (``NodeKnobs``: AMI family, kubelet maxPods / podsPerCore / kubeReserved / systemReserved /
 evictionHard / evictionSoft, root volume size, RAID0 instance store); the live provider
-(``cloudprovider.aws.instancetypes``) builds its types with it from DescribeInstanceTypes.
+(``cloudprovider.aws.instancetypes``) builds its types with it from DescribeInstanceTypes, and
+``builtin_aws_catalog(knobs)`` builds the bundled catalog under a class's knobs
+(``cloudprovider.aws.knobs.knobs_for``) for ``karpenter-py plan``.
 
 Not modelled (no data without AWS calls or upstream's generated tables): vpc.amazonaws.com/pod-eni
 (trunk branch interfaces), ``topology.k8s.aws/zone-id``, and the DoesNotExist requirements upstream
@@ -46,7 +48,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Final
 
 from karpenter_py.model.instancetype import InstanceType, Offering, Overhead, make_instance_type
@@ -111,6 +113,7 @@ __all__ = [
     "aws_instance_type",
     "aws_instance_types",
     "build_instance_type",
+    "builtin_aws_catalog",
     "builtin_aws_instance_types",
     "eni_limited_pods",
     "eviction_signal_amount",
@@ -660,11 +663,11 @@ def aws_instance_type(
     *,
     zones: Sequence[str] = DEFAULT_ZONES,
     region: str = DEFAULT_REGION,
-    vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
-    reserved_enis: int = 0,
+    knobs: NodeKnobs | None = None,
     spot_discount: float = DEFAULT_SPOT_DISCOUNT,
 ) -> InstanceType | None:
-    """One ``InstanceType``, or None when it has no price or no offering in ``zones``."""
+    """One ``InstanceType`` under ``knobs`` (the default class when None), or None when it has no
+    price or no offering in ``zones``."""
     if facts.on_demand_price is None or facts.on_demand_price <= 0:
         return None
     offered = set(facts.zones)
@@ -686,9 +689,6 @@ def aws_instance_type(
         for zone in type_zones
         for ct in capacity_types
     ]
-    knobs = NodeKnobs(
-        vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
-    )
     return build_instance_type(
         facts,
         offerings,
@@ -704,23 +704,24 @@ def aws_instance_types(
     *,
     zones: Sequence[str] = DEFAULT_ZONES,
     region: str = DEFAULT_REGION,
-    vm_memory_overhead_percent: float = VM_MEMORY_OVERHEAD_PERCENT,
-    reserved_enis: int = 0,
+    knobs: NodeKnobs | None = None,
     spot_discount: float = DEFAULT_SPOT_DISCOUNT,
 ) -> list[InstanceType]:
-    """Instance types for every priced fact offered in at least one of ``zones``, by name.
+    """Instance types under ``knobs`` (the default class when None) for every priced fact
+    offered in at least one of ``zones``, by name.
 
     ``facts`` is the parsed facts document (as ``load_builtin_facts`` returns it), its bare list
     of records, or already parsed ``InstanceTypeFacts``.
     """
     if not 0.0 <= spot_discount < 1.0:
         raise ValueError(f"spot_discount must be in [0, 1), got {spot_discount}")
-    if not 0.0 <= vm_memory_overhead_percent < 1.0:
+    knobs = knobs or NodeKnobs()
+    if not 0.0 <= knobs.vm_memory_overhead_percent < 1.0:
         raise ValueError(
-            f"vm_memory_overhead_percent must be in [0, 1), got {vm_memory_overhead_percent}"
+            f"vm_memory_overhead_percent must be in [0, 1), got {knobs.vm_memory_overhead_percent}"
         )
-    if reserved_enis < 0:
-        raise ValueError(f"reserved_enis must be >= 0, got {reserved_enis}")
+    if knobs.reserved_enis < 0:
+        raise ValueError(f"reserved_enis must be >= 0, got {knobs.reserved_enis}")
     parsed: list[InstanceTypeFacts]
     if isinstance(facts, Iterable) and not isinstance(facts, Mapping | str | bytes):
         items = list(facts)
@@ -736,8 +737,7 @@ def aws_instance_types(
             item,
             zones=zones,
             region=region,
-            vm_memory_overhead_percent=vm_memory_overhead_percent,
-            reserved_enis=reserved_enis,
+            knobs=knobs,
             spot_discount=spot_discount,
         )
         if instance_type is not None:
@@ -746,13 +746,31 @@ def aws_instance_types(
 
 
 @functools.cache
-def _builtin() -> tuple[InstanceType, ...]:
+def _builtin_facts() -> tuple[InstanceTypeFacts, ...]:
     document = load_builtin_facts()
     if not isinstance(document, Mapping):
         raise FactsError(f"{BUILTIN_FACTS_RESOURCE}: expected a JSON object")
-    return tuple(aws_instance_types(document))
+    return tuple(parse_facts(document))
 
 
-def builtin_aws_instance_types() -> list[InstanceType]:
-    """The bundled us-east-1 catalog with default settings (built once, then cached)."""
-    return list(_builtin())
+def _knobs_key(knobs: NodeKnobs) -> str:
+    """``knobs`` as canonical JSON: NodeKnobs has dict fields, so it cannot key a cache itself."""
+    return json.dumps(asdict(knobs), sort_keys=True)
+
+
+# A few distinct classes per run (one per EC2NodeClass of a plan's input); bounded all the same.
+@functools.lru_cache(maxsize=64)
+def _builtin(key: str) -> tuple[InstanceType, ...]:
+    return tuple(aws_instance_types(_builtin_facts(), knobs=NodeKnobs(**json.loads(key))))
+
+
+def builtin_aws_catalog(knobs: NodeKnobs | None = None) -> tuple[InstanceType, ...]:
+    """The bundled us-east-1 catalog under ``knobs`` (the default class when None), built once
+    per distinct knobs: equal knobs get the same tuple, so the solver's per-list indexes are
+    shared by every pool using it."""
+    return _builtin(_knobs_key(knobs or NodeKnobs()))
+
+
+def builtin_aws_instance_types(knobs: NodeKnobs | None = None) -> list[InstanceType]:
+    """``builtin_aws_catalog(knobs)`` as a fresh list (the callers' own to change)."""
+    return list(builtin_aws_catalog(knobs))

@@ -13,8 +13,10 @@ from karpenter_py.cloudprovider.aws.catalog import (
     FactsError,
     InstanceTypeFacts,
     NeuronDevice,
+    NodeKnobs,
     aws_instance_type,
     aws_instance_types,
+    builtin_aws_catalog,
     builtin_aws_instance_types,
     eni_limited_pods,
     kube_reserved_cpu_millis,
@@ -380,6 +382,65 @@ def test_builtin_is_cached_but_returns_a_fresh_list():
     assert builtin_aws_instance_types() == second
 
 
+# m5.large / m5d.large (2 vCPU, 8 GiB, 29 ENI-limited pods; m5d has 75 GB of local NVMe) under the
+# default class: 29 pods, the 20Gi root volume, 1930m / 6903Mi allocatable.
+M5_DEFAULT = {"cpu": 2000, "memory": 7577 * MI, "ephemeral-storage": 20 * GI, "pods": 29}
+
+
+@pytest.mark.parametrize(
+    ("knobs", "name", "capacity", "allocatable_pods", "allocatable_storage"),
+    [
+        (NodeKnobs(), "m5.large", M5_DEFAULT, 29, 17 * GI),
+        (NodeKnobs(max_pods=8), "m5.large", {**M5_DEFAULT, "pods": 8}, 8, 17 * GI),
+        (NodeKnobs(pods_per_core=3), "m5.large", {**M5_DEFAULT, "pods": 6}, 6, 17 * GI),
+        # 100Gi less 1Gi kube-reserved less the 10 % nodefs eviction threshold
+        (
+            NodeKnobs(ephemeral_storage=100 * GI),
+            "m5.large",
+            {**M5_DEFAULT, "ephemeral-storage": 100 * GI},
+            29,
+            89 * GI,
+        ),
+        # RAID0: the 75 GB of instance store; a type without one keeps the root volume
+        (
+            NodeKnobs(instance_store_raid0=True),
+            "m5d.large",
+            {**M5_DEFAULT, "ephemeral-storage": 75 * 10**9},
+            29,
+            75 * 10**9 - GI - 75 * 10**8,
+        ),
+        (NodeKnobs(instance_store_raid0=True), "m5.large", M5_DEFAULT, 29, 17 * GI),
+        # Windows does not size pods by ENIs
+        (
+            NodeKnobs(ami_family="Windows2022"),
+            "m5.large",
+            {**M5_DEFAULT, "pods": 110},
+            110,
+            17 * GI,
+        ),
+    ],
+)
+def test_builtin_under_knobs(knobs, name, capacity, allocatable_pods, allocatable_storage):
+    types = {it.name: it for it in builtin_aws_instance_types(knobs)}
+    it = types[name]
+    assert dict(it.capacity) == capacity
+    assert it.allocatable["pods"] == allocatable_pods
+    assert it.allocatable["ephemeral-storage"] == allocatable_storage
+    # The offerings and labels do not depend on the knobs (Windows aside: its os label).
+    default = {i.name: i for i in builtin_aws_instance_types()}[name]
+    assert it.offerings == default.offerings
+    assert len(types) == len(builtin_aws_instance_types())
+
+
+def test_builtin_under_knobs_is_built_once_per_distinct_knobs():
+    default = builtin_aws_catalog()
+    assert builtin_aws_catalog(NodeKnobs()) is default
+    eight = builtin_aws_catalog(NodeKnobs(max_pods=8, kube_reserved={"cpu": 100}))
+    assert builtin_aws_catalog(NodeKnobs(max_pods=8, kube_reserved={"cpu": 100})) is eight
+    assert eight is not default
+    assert builtin_aws_catalog(NodeKnobs(max_pods=9, kube_reserved={"cpu": 100})) is not eight
+
+
 # --------------------------------------------------------------------------- options
 
 
@@ -407,22 +468,24 @@ def test_unpriced_and_on_demand_only_types():
 
 
 def test_reserved_enis_shrink_pods_but_not_kube_reserved_memory():
-    it = aws_instance_type(facts(), reserved_enis=1)
+    it = aws_instance_type(facts(), knobs=NodeKnobs(reserved_enis=1))
     assert it is not None
     assert it.capacity["pods"] == 20
     assert it.overhead.kube_reserved["memory"] == 574 * MI  # still 29 ENI-limited pods
 
 
 def test_spot_discount_and_vm_overhead_options():
-    it = aws_instance_type(facts(), spot_discount=0.0, vm_memory_overhead_percent=0.0)
+    it = aws_instance_type(
+        facts(), spot_discount=0.0, knobs=NodeKnobs(vm_memory_overhead_percent=0.0)
+    )
     assert it is not None
     assert {o.price for o in it.offerings} == {0.096}
     assert it.capacity["memory"] == 8192 * MI
     for bad in (
         {"spot_discount": 1.0},
         {"spot_discount": -0.1},
-        {"vm_memory_overhead_percent": 1.5},
-        {"reserved_enis": -1},
+        {"knobs": NodeKnobs(vm_memory_overhead_percent=1.5)},
+        {"knobs": NodeKnobs(reserved_enis=-1)},
     ):
         with pytest.raises(ValueError):
             aws_instance_types([facts()], **bad)
