@@ -33,8 +33,10 @@ Offline, a few things a cluster would provide are filled in, each as the control
   healthy directly; allowed = healthy - desired, and 0 when negative, when nothing is expected
   or when neither field is set.
 * Every NodePool's NodeClass counts as Ready (``plan`` resolves no NodeClasses), and every pool
-  may use the whole instance-type catalog (the built-in AWS one, or ``--instance-types``), as
-  ``plan`` does; the solver filters by each pool's requirements.
+  may use its whole instance-type catalog, chosen as ``plan`` chooses it
+  (``karpenter_py.cli.plan.load_catalogs``: ``--instance-types``, else the built-in AWS one,
+  sized under the pool's EC2NodeClass when the input has it); the solver filters by each pool's
+  requirements.
 * Pods are the input's Pod documents: bound ones (``spec.nodeName``) use their node, unbound
   ones are pending. Workloads (Deployments, ...) are not expanded: a dump lists their pods.
 
@@ -85,10 +87,12 @@ from karpenter_py.cli.plan import (
     NO_NODEPOOL_OR_NODE,
     OutputFormat,
     PlanError,
+    PoolCatalogs,
     _money,
     _natural,
     _price,
     _table,
+    as_pool_catalogs,
 )
 from karpenter_py.controllers.disruption.decide import Facts, evaluate, hourly_price
 from karpenter_py.controllers.disruption.types import Candidate, Command, Decision
@@ -369,17 +373,20 @@ class DisruptionPlan:
 
 def plan_disruption(
     manifests_cluster: ClusterObjects,
-    catalog: Sequence[InstanceType],
+    catalog: Sequence[InstanceType] | PoolCatalogs,
     now: datetime,
     *,
     options: SolveOptions | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> DisruptionPlan:
-    """Evaluate disruption on the input with the controller's decision code."""
+    """Evaluate disruption on the input with the controller's decision code (``catalog``: one
+    list for every pool, or ``plan_cli.load_catalogs``' per-pool ones)."""
     cluster = build_cluster(manifests_cluster, now, namespace_labels=namespace_labels)
     snapshot = cluster.snapshot(now)
-    types = tuple(catalog)
-    instance_types: dict[str, Sequence[InstanceType]] = dict.fromkeys(snapshot.nodepools, types)
+    catalogs = as_pool_catalogs(catalog)
+    instance_types: dict[str, Sequence[InstanceType]] = {
+        name: catalogs.of(name) for name in snapshot.nodepools
+    }
     facts = Facts(
         snapshot=snapshot,
         instance_types=instance_types,
@@ -568,10 +575,9 @@ def run_disruption(
             raise PlanError(NO_NODEPOOL_OR_NODE)
         if not manifests.pools:
             print(f"warning: {NO_NODEPOOL_CANDIDATES}", file=stderr)
-        catalog = plan_cli.load_catalog(instance_types)
         result = plan_disruption(
             manifests.cluster,
-            catalog,
+            plan_cli.load_catalogs(manifests, instance_types),
             at,
             options=options,
             namespace_labels=manifests.namespace_labels,

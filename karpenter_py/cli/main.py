@@ -41,8 +41,8 @@ DISRUPTION_HELP = (
     "with a karpenter.sh/nodepool-hash annotation is also checked for NodePool drift; a "
     "PodDisruptionBudget without status.disruptionsAllowed gets it from minAvailable or "
     "maxUnavailable (percentages rounded up) over the matching pods in the input, bound pods "
-    "counted healthy. Every NodeClass counts as Ready and every NodePool may use the whole "
-    "catalog."
+    "counted healthy. Every NodeClass counts as Ready and every NodePool may use its whole "
+    "catalog, chosen as plan chooses it (sized under its EC2NodeClass when the input has it)."
 )
 
 
@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--instance-types",
         metavar="CATALOG.json",
-        help="instance types in the KWOK provider's JSON format (default: built-in AWS catalog)",
+        help="instance types in the KWOK provider's JSON format, for every NodePool (default: "
+        "the built-in AWS catalog, sized under each NodePool's EC2NodeClass when the input has it)",
     )
     plan.add_argument(
         "-o",

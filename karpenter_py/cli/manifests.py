@@ -29,8 +29,11 @@ Kinds and what happens to them:
 * ``NodeClaim`` (karpenter.sh/v1): one whose Node is in the input is skipped (the Node stands for
   it); a launched one (``status.capacity``) without its Node is in-flight capacity; one not yet
   launched is skipped with a warning.
-* ``EC2NodeClass``/``KWOKNodeClass``: validated by their API models and otherwise unused: the
-  plan does not resolve AMIs, subnets or security groups.
+* ``EC2NodeClass``: validated by its API model and kept by name (``Manifests.nodeclasses``):
+  ``plan`` sizes the built-in catalog's instance types for each NodePool under its class's AMI
+  family, kubelet settings (or the NodePool's v1beta1 kubelet annotation) and root volume /
+  instance store settings, as the controller does. AMIs, subnets and security groups are not
+  resolved. ``KWOKNodeClass``: validated and otherwise unused.
 * ``List`` (what ``kubectl get -o yaml`` prints) and API list responses (``PodList``, ...): their
   items are read as documents.
 * ``Namespace`` (v1): its labels feed pod-affinity ``namespaceSelector``s.
@@ -423,6 +426,8 @@ class Manifests:
     volume_errors: dict[str, str] = field(default_factory=dict)
     # The same input as cluster objects, for ``plan --disruption``.
     cluster: ClusterObjects = field(default_factory=ClusterObjects)
+    # EC2NodeClasses by name: their knobs size the instance types of the NodePools naming them.
+    nodeclasses: dict[str, EC2NodeClass] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,6 +461,7 @@ class _Collector:
     v1beta1_claims: list[tuple[JSON, Source]] = field(default_factory=list)
     # NodeClasses the controller would not launch from ((group, kind, name) -> why).
     unready_classes: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    ec2nodeclasses: dict[str, tuple[EC2NodeClass, Source]] = field(default_factory=dict)
 
     def claim_pod_name(self, key: str, source: Source) -> None:
         earlier = self.pod_sources.get(key)
@@ -672,7 +678,8 @@ def _pool_template(np: NodePool) -> PoolTemplate:
     )
 
 
-# Provider NodeClasses are validated, then unused: plan resolves no AMIs, subnets or roles.
+# Provider NodeClasses are validated; an EC2NodeClass is kept for its knobs (plan resolves no
+# AMIs, subnets or roles).
 _NODECLASS_MODELS: Final[Mapping[str, type[BaseModel]]] = {
     "EC2NodeClass": EC2NodeClass,
     "KWOKNodeClass": KWOKNodeClass,
@@ -684,8 +691,16 @@ def _read_nodeclass(col: _Collector, doc: JSON, source: Source) -> None:
         model = _NODECLASS_MODELS[source.kind].model_validate(doc)
     except ValidationError as err:
         raise validation_error(source, err) from None
-    if isinstance(model, EC2NodeClass) and model.ubuntu_incompatible():
-        key = (AWS_GROUP, source.kind, model.metadata.name)
+    if not isinstance(model, EC2NodeClass):
+        return
+    name = model.metadata.name
+    if name in col.ec2nodeclasses:
+        raise source.error(
+            f"EC2NodeClass {name} is also defined by {col.ec2nodeclasses[name][1].describe()}"
+        )
+    col.ec2nodeclasses[name] = (model, source)
+    if model.ubuntu_incompatible():
+        key = (AWS_GROUP, source.kind, name)
         col.unready_classes[key] = "a v1beta1 Ubuntu class without amiSelectorTerms selects no AMI"
 
 
@@ -951,6 +966,7 @@ def _finish(col: _Collector) -> Manifests:
         volume_requirements=volume_requirements,
         volume_errors=volume_errors,
         cluster=_cluster_objects(col),
+        nodeclasses={name: model for name, (model, _) in col.ec2nodeclasses.items()},
     )
 
 

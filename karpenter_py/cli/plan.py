@@ -2,7 +2,9 @@
 
 Reads the manifests (see ``karpenter_py.cli.manifests``), runs the scheduling simulation against an
 instance-type catalog (the built-in AWS one, or a KWOK-format JSON file) and prints the result as
-a table for people or as JSON, a stable contract for scripts::
+a table for people or as JSON, a stable contract for scripts. With the built-in catalog, a
+NodePool whose EC2NodeClass is in the input gets the catalog sized under that class's knobs
+(``load_catalogs``), as the controller sizes its instance types::
 
     {"nodeClaims": [{"nodePool", "instanceType", "instanceTypes", "capacityType", "zone",
                      "price", "labels", "taints", "pods"}],
@@ -19,14 +21,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, TextIO
+from typing import TYPE_CHECKING, Literal, Protocol, TextIO
 
 from karpenter_py.cli.manifests import ManifestError, Manifests, load_manifests
+from karpenter_py.model.api.convert import ConversionError, kubelet_in_effect
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import AWS_GROUP
 from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
+
+if TYPE_CHECKING:
+    from karpenter_py.cloudprovider.aws.catalog import NodeKnobs
 
 
 class Solver(Protocol):
@@ -66,10 +74,11 @@ def load_solver() -> Solver:
     return solve
 
 
-def load_builtin_catalog() -> list[InstanceType]:
-    from karpenter_py.cloudprovider.aws.catalog import builtin_aws_instance_types
+def load_builtin_catalog(knobs: NodeKnobs | None = None) -> Sequence[InstanceType]:
+    """The built-in AWS catalog under ``knobs`` (the default EC2NodeClass when None)."""
+    from karpenter_py.cloudprovider.aws.catalog import builtin_aws_catalog
 
-    return builtin_aws_instance_types()
+    return builtin_aws_catalog(knobs)
 
 
 def load_catalog_file(file: str) -> list[InstanceType]:
@@ -99,27 +108,75 @@ def load_catalog_file(file: str) -> list[InstanceType]:
     return types
 
 
-def load_catalog(instance_types: str | None) -> list[InstanceType]:
-    """The catalog ``--instance-types`` names, else the built-in AWS one."""
+@dataclass(frozen=True, slots=True)
+class PoolCatalogs:
+    """The instance types each NodePool plans with: its own when sized under its EC2NodeClass,
+    else ``default``. Pools of one class share one tuple (the solver indexes by identity)."""
+
+    default: tuple[InstanceType, ...]
+    by_pool: Mapping[str, tuple[InstanceType, ...]] = field(default_factory=dict)
+
+    def of(self, pool: str) -> tuple[InstanceType, ...]:
+        return self.by_pool.get(pool, self.default)
+
+
+def as_pool_catalogs(catalog: Sequence[InstanceType] | PoolCatalogs) -> PoolCatalogs:
+    """``catalog`` as given, or one catalog for every pool."""
+    return catalog if isinstance(catalog, PoolCatalogs) else PoolCatalogs(tuple(catalog))
+
+
+def load_catalogs(manifests: Manifests, instance_types: str | None) -> PoolCatalogs:
+    """Each NodePool's instance types, as the controller would build them.
+
+    ``--instance-types`` (a KWOK-format file: no EC2 facts to size) is every pool's catalog.
+    Otherwise a NodePool whose nodeClassRef names an EC2NodeClass of the input gets the built-in
+    catalog under that class's knobs (``knobs_for``; the kubelet of the NodePool's v1beta1
+    compatibility annotation wins over the class's, as ``kubelet_in_effect`` says), with the
+    controller's default VM_MEMORY_OVERHEAD_PERCENT and no reserved ENIs; any other pool (its
+    class not in the input, a KWOKNodeClass) gets the default built-in catalog.
+    """
     if instance_types is not None:
-        return load_catalog_file(instance_types)
-    return load_builtin_catalog()
+        return PoolCatalogs(tuple(load_catalog_file(instance_types)))
+    from karpenter_py.cloudprovider.aws.catalog import VM_MEMORY_OVERHEAD_PERCENT
+    from karpenter_py.cloudprovider.aws.knobs import knobs_for
+
+    by_pool: dict[str, tuple[InstanceType, ...]] = {}
+    for nodepool in manifests.cluster.nodepools:
+        ref = nodepool.spec.template.spec.node_class_ref
+        nodeclass = manifests.nodeclasses.get(ref.name)
+        if nodeclass is None or (ref.group, ref.kind) != (AWS_GROUP, "EC2NodeClass"):
+            continue
+        try:
+            kubelet = kubelet_in_effect(nodepool.metadata.annotations, nodeclass.spec.kubelet)
+        except ConversionError as err:
+            raise PlanError(f"NodePool {nodepool.metadata.name}: {err}") from None
+        knobs = knobs_for(
+            nodeclass,
+            vm_memory_overhead_percent=VM_MEMORY_OVERHEAD_PERCENT,
+            reserved_enis=0,
+            kubelet=kubelet,
+        )
+        by_pool[nodepool.metadata.name] = tuple(load_builtin_catalog(knobs))
+    return PoolCatalogs(tuple(load_builtin_catalog()), by_pool)
 
 
 # ----------------------------------------------------------------------------- input
 
 
 def solve_input(
-    manifests: Manifests, catalog: Sequence[InstanceType], options: SolveOptions | None = None
+    manifests: Manifests,
+    catalog: Sequence[InstanceType] | PoolCatalogs,
+    options: SolveOptions | None = None,
 ) -> SolveInput:
-    """Every pool may use the whole catalog: the solver filters by each pool's requirements."""
+    """Every pool may use its whole catalog (one list for all, or ``load_catalogs``' per-pool
+    ones): the solver filters by each pool's requirements."""
     if not manifests.pools and not manifests.idle_pools and not manifests.existing:
         raise PlanError(NO_NODEPOOL_OR_NODE)
-    types = tuple(catalog)
+    catalogs = as_pool_catalogs(catalog)
     return SolveInput(
         pods=tuple(manifests.pending),
         pools=tuple(manifests.pools),
-        instance_types={pool.name: types for pool in manifests.pools},
+        instance_types={pool.name: catalogs.of(pool.name) for pool in manifests.pools},
         existing=tuple(manifests.existing),
         daemonsets=tuple(manifests.daemonsets),
         options=options or SolveOptions(),
@@ -286,8 +343,7 @@ def run_plan(
             print(f"warning: {warning}", file=stderr)
         if not manifests.pools and not manifests.idle_pools and not manifests.existing:
             raise PlanError(NO_NODEPOOL_OR_NODE)
-        catalog = load_catalog(instance_types)
-        inp = solve_input(manifests, catalog, options)
+        inp = solve_input(manifests, load_catalogs(manifests, instance_types), options)
     except (ManifestError, PlanError) as err:
         print(f"error: {err}", file=stderr)
         return EXIT_USAGE
