@@ -336,6 +336,57 @@ QuantityString = Annotated[
 ResourceList = dict[str, Quantity]
 
 
+# ----------------------------------------------------------------------------- reserved resources
+
+# The resources a kubelet (and the kwok fake) can reserve; upstream's CRDs allow only these keys.
+RESERVED_RESOURCE_KEYS: Final = ("cpu", "memory", "ephemeral-storage", "pid")
+
+
+def _check_quantity_text(value: str) -> str:
+    # Reserved maps are map[string]string upstream (so CEL's startsWith applies); the values
+    # must still be quantities for the kubelet or the provider to use them.
+    check_quantity(value)
+    return value
+
+
+ReservedQuantity = Annotated[
+    str, AfterValidator(_check_quantity_text), SchemaExtra({"pattern": QUANTITY_PATTERN})
+]
+"""A reserved-resource value: a quantity string (upstream's schema types these as strings)."""
+
+
+def reserved_resources_check(field: str) -> AfterValidator:
+    """Python side of ``reserved_resources_cel``: known keys, no negative quantities."""
+
+    def _validate(resources: dict[str, str]) -> dict[str, str]:
+        for key, value in resources.items():
+            if key not in RESERVED_RESOURCE_KEYS:
+                raise ValueError(
+                    f"{key!r} is not a valid key for {field}; valid keys are "
+                    f"{list(RESERVED_RESOURCE_KEYS)}"
+                )
+            if value.startswith("-"):
+                raise ValueError(f"{field}[{key!r}] cannot be a negative quantity")
+        return resources
+
+    return AfterValidator(_validate)
+
+
+def reserved_resources_cel(field: str) -> list[dict[str, str]]:
+    """CEL rules for a reserved-resources map; ``field`` names it in the messages."""
+    keys = ",".join(f"'{k}'" for k in RESERVED_RESOURCE_KEYS)
+    return [
+        cel(
+            "self.all(x, " + " || ".join(f"x=='{k}'" for k in RESERVED_RESOURCE_KEYS) + ")",
+            f"valid keys for {field} are [{keys}]",
+        ),
+        cel(
+            "self.all(x, !self[x].startsWith('-'))",
+            f"{field} value cannot be a negative resource quantity",
+        ),
+    ]
+
+
 # ----------------------------------------------------------------------------- taints
 
 

@@ -501,7 +501,9 @@ _NETWORK_INTERFACES_CEL: Final = [
     ),
 ]
 
-_SPEC_CEL: Final = [
+# Identity rules both EC2NodeClass versions carry: a role or an instance profile, never both,
+# and no switch from an instance profile to a role.
+IDENTITY_CEL: Final = (
     cel(
         "(has(self.role) && !has(self.instanceProfile)) || (!has(self.role) && has(self.instanceProfile))",
         "must specify exactly one of ['role', 'instanceProfile']",
@@ -511,6 +513,20 @@ _SPEC_CEL: Final = [
         "changing from 'instanceProfile' to 'role' is not supported. You must delete and recreate "
         "this node class if you want to change this.",
     ),
+)
+
+
+def identity_problem(role: str | None, instance_profile: str | None) -> str | None:
+    """Python side of ``IDENTITY_CEL`` and the non-empty rules of ``Role``/``InstanceProfile``."""
+    if (role is None) == (instance_profile is None):
+        return "must specify exactly one of ['role', 'instanceProfile']"
+    if role == "" or instance_profile == "":
+        return "role / instanceProfile cannot be empty"
+    return None
+
+
+_SPEC_CEL: Final = [
+    *IDENTITY_CEL,
     cel(
         "self.amiSelectorTerms.exists(x, has(x.alias)) ? true : has(self.amiFamily)",
         "must specify amiFamily if amiSelectorTerms does not contain an alias",
@@ -523,36 +539,69 @@ _SPEC_CEL: Final = [
 ]
 
 
+def _one_root_volume(mappings: list[BlockDeviceMapping]) -> list[BlockDeviceMapping]:
+    if sum(1 for m in mappings if m.root_volume) > 1:
+        raise ValueError("must have only one blockDeviceMappings with rootVolume")
+    return mappings
+
+
+SubnetSelectorTerms = Annotated[
+    list[SubnetSelectorTerm],
+    Field(min_length=1, max_length=MAX_SELECTOR_TERMS),
+    SchemaExtra(
+        {
+            "x-kubernetes-validations": _terms_rules(
+                "subnetSelectorTerms", ["tags", "id"], {"id": ["tags"]}
+            )
+        }
+    ),
+]
+SecurityGroupSelectorTerms = Annotated[
+    list[SecurityGroupSelectorTerm],
+    Field(min_length=1, max_length=MAX_SELECTOR_TERMS),
+    SchemaExtra(
+        {
+            "x-kubernetes-validations": _terms_rules(
+                "securityGroupSelectorTerms",
+                ["tags", "id", "name"],
+                {"id": ["tags", "name"], "name": ["tags", "id"]},
+            )
+        }
+    ),
+]
+Role = Annotated[
+    str, SchemaExtra({"x-kubernetes-validations": [cel("self != ''", "role cannot be empty")]})
+]
+InstanceProfile = Annotated[
+    str,
+    SchemaExtra(
+        {"x-kubernetes-validations": [cel("self != ''", "instanceProfile cannot be empty")]}
+    ),
+]
+NodeClassTags = Annotated[
+    dict[str, str],
+    AfterValidator(_tags_problem),
+    SchemaExtra({"x-kubernetes-validations": _TAGS_CEL}),
+]
+"""Tags for the class's EC2 resources; the keys Karpenter writes itself are refused."""
+BlockDeviceMappings = Annotated[
+    list[BlockDeviceMapping],
+    Field(max_length=50),
+    AfterValidator(_one_root_volume),
+    SchemaExtra({"x-kubernetes-validations": _BDM_CEL}),
+]
+
+
 class EC2NodeClassSpec(KubeModel):
     """AWS launch configuration shared by the NodePools that reference this class."""
 
     model_config = ConfigDict(json_schema_extra=model_schema(*_SPEC_CEL))
 
-    subnet_selector_terms: Annotated[
-        list[SubnetSelectorTerm],
-        Field(min_length=1, max_length=MAX_SELECTOR_TERMS),
-        SchemaExtra(
-            {
-                "x-kubernetes-validations": _terms_rules(
-                    "subnetSelectorTerms", ["tags", "id"], {"id": ["tags"]}
-                )
-            }
-        ),
-    ] = Field(alias="subnetSelectorTerms")
+    subnet_selector_terms: SubnetSelectorTerms = Field(alias="subnetSelectorTerms")
     """Subnets to launch into (terms ORed)."""
-    security_group_selector_terms: Annotated[
-        list[SecurityGroupSelectorTerm],
-        Field(min_length=1, max_length=MAX_SELECTOR_TERMS),
-        SchemaExtra(
-            {
-                "x-kubernetes-validations": _terms_rules(
-                    "securityGroupSelectorTerms",
-                    ["tags", "id", "name"],
-                    {"id": ["tags", "name"], "name": ["tags", "id"]},
-                )
-            }
-        ),
-    ] = Field(alias="securityGroupSelectorTerms")
+    security_group_selector_terms: SecurityGroupSelectorTerms = Field(
+        alias="securityGroupSelectorTerms"
+    )
     """Security groups for the instances (terms ORed)."""
     capacity_reservation_selector_terms: (
         Annotated[
@@ -604,32 +653,11 @@ class EC2NodeClassSpec(KubeModel):
     """Bootstrap format and default block devices; inferred from an alias, else required."""
     user_data: str | None = Field(default=None, alias="userData")
     """User data merged with Karpenter's bootstrap (used as-is for Custom)."""
-    role: (
-        Annotated[
-            str,
-            SchemaExtra({"x-kubernetes-validations": [cel("self != ''", "role cannot be empty")]}),
-        ]
-        | None
-    ) = None
+    role: Role | None = None
     """IAM role for the nodes; Karpenter manages an instance profile for it."""
-    instance_profile: (
-        Annotated[
-            str,
-            SchemaExtra(
-                {"x-kubernetes-validations": [cel("self != ''", "instanceProfile cannot be empty")]}
-            ),
-        ]
-        | None
-    ) = Field(default=None, alias="instanceProfile")
+    instance_profile: InstanceProfile | None = Field(default=None, alias="instanceProfile")
     """Existing instance profile to use as-is (instead of role)."""
-    tags: (
-        Annotated[
-            dict[str, str],
-            AfterValidator(_tags_problem),
-            SchemaExtra({"x-kubernetes-validations": _TAGS_CEL}),
-        ]
-        | None
-    ) = None
+    tags: NodeClassTags | None = None
     """Tags for instances, volumes, launch templates and instance profiles."""
     kubelet: (
         Annotated[
@@ -639,14 +667,9 @@ class EC2NodeClassSpec(KubeModel):
         | None
     ) = None
     """Kubelet configuration (any KubeletConfiguration field), passed through."""
-    block_device_mappings: (
-        Annotated[
-            list[BlockDeviceMapping],
-            Field(max_length=50),
-            SchemaExtra({"x-kubernetes-validations": _BDM_CEL}),
-        ]
-        | None
-    ) = Field(default=None, alias="blockDeviceMappings")
+    block_device_mappings: BlockDeviceMappings | None = Field(
+        default=None, alias="blockDeviceMappings"
+    )
     """Block devices for launched instances (defaults depend on the AMI family)."""
     instance_store_policy: Literal["RAID0"] | None = Field(
         default=None, alias="instanceStorePolicy"
@@ -677,15 +700,6 @@ class EC2NodeClassSpec(KubeModel):
     """The EC2 CreateFleet Context (reserved capacity pools)."""
     cpu_options: CPUOptions | None = Field(default=None, alias="cpuOptions")
     """CPU options for the launch template."""
-
-    @field_validator("block_device_mappings")
-    @classmethod
-    def _one_root_volume(
-        cls, mappings: list[BlockDeviceMapping] | None
-    ) -> list[BlockDeviceMapping] | None:
-        if mappings is not None and sum(1 for m in mappings if m.root_volume) > 1:
-            raise ValueError("must have only one blockDeviceMappings with rootVolume")
-        return mappings
 
     @field_validator("network_interfaces")
     @classmethod
@@ -719,10 +733,9 @@ class EC2NodeClassSpec(KubeModel):
 
     @model_validator(mode="after")
     def _identity_and_family(self) -> EC2NodeClassSpec:
-        if (self.role is None) == (self.instance_profile is None):
-            raise ValueError("must specify exactly one of ['role', 'instanceProfile']")
-        if self.role == "" or self.instance_profile == "":
-            raise ValueError("role / instanceProfile cannot be empty")
+        problem = identity_problem(self.role, self.instance_profile)
+        if problem is not None:
+            raise ValueError(problem)
         alias = self.alias_family()
         if alias is None and self.ami_family is None:
             raise ValueError("must specify amiFamily if amiSelectorTerms does not contain an alias")

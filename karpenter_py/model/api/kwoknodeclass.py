@@ -10,49 +10,22 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Final, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
-from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra, cel, format_time
-from karpenter_py.model.api.common import QUANTITY_PATTERN, Duration, check_quantity
+from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra, format_time
+from karpenter_py.model.api.common import (
+    Duration,
+    ReservedQuantity,
+    reserved_resources_cel,
+    reserved_resources_check,
+)
 from karpenter_py.model.api.meta import CONDITION_READY, Condition, ConditionedStatus, ObjectMeta
 
 API_VERSION: Final = "karpenter.kwok.sh/v1alpha1"
 KIND: Final = "KWOKNodeClass"
 
-RESERVED_RESOURCE_KEYS: Final = ("cpu", "memory", "ephemeral-storage", "pid")
 # Upstream's fixed default status timestamp (kwoknodeclass.go).
 _DEFAULT_READY_SINCE: Final = datetime(2024, 1, 1, 1, 1, 1, tzinfo=UTC)
-
-
-def _quantity_str(value: str) -> str:
-    # A map[string]string upstream (so CEL's startsWith applies); the values must still be
-    # quantities for the provider to use them.
-    check_quantity(value)
-    return value
-
-
-def _reserved_problem(resources: dict[str, str]) -> dict[str, str]:
-    for key, value in resources.items():
-        if key not in RESERVED_RESOURCE_KEYS:
-            raise ValueError(
-                f"{key!r} is not a valid key for reservedResources; valid keys are "
-                f"{list(RESERVED_RESOURCE_KEYS)}"
-            )
-        if value.startswith("-"):
-            raise ValueError(f"reservedResources[{key!r}] cannot be a negative quantity")
-    return resources
-
-
-_RESERVED_CEL: Final = [
-    cel(
-        "self.all(x, " + " || ".join(f"x=='{k}'" for k in RESERVED_RESOURCE_KEYS) + ")",
-        "valid keys for kubeReserved are ['cpu','memory','ephemeral-storage','pid']",
-    ),
-    cel(
-        "self.all(x, !self[x].startsWith('-'))",
-        "kubeReserved value cannot be a negative resource quantity",
-    ),
-]
 
 
 class KWOKNodeClassSpec(KubeModel):
@@ -66,14 +39,10 @@ class KWOKNodeClassSpec(KubeModel):
     """How long a fake node takes to register, modelling instance start-up time."""
     reserved_resources: (
         Annotated[
-            dict[
-                str,
-                Annotated[
-                    str, AfterValidator(_quantity_str), SchemaExtra({"pattern": QUANTITY_PATTERN})
-                ],
-            ],
-            AfterValidator(_reserved_problem),
-            SchemaExtra({"x-kubernetes-validations": _RESERVED_CEL}),
+            dict[str, ReservedQuantity],
+            reserved_resources_check("reservedResources"),
+            # Upstream's kwok CRD names the map kubeReserved in its messages; kept for greps.
+            SchemaExtra({"x-kubernetes-validations": reserved_resources_cel("kubeReserved")}),
         ]
         | None
     ) = Field(default=None, alias="reservedResources")

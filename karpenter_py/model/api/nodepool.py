@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra, cel, model_schema
 from karpenter_py.model.api.common import (
@@ -86,25 +93,47 @@ class NodeClaimTemplateMetadata(KubeModel):
         return _label_map_problems(labels)
 
 
+def _no_nodepool_key(
+    requirements: list[NodeSelectorRequirementWithMinValues],
+) -> list[NodeSelectorRequirementWithMinValues]:
+    problem = nodepool_key_problem(requirements)
+    if problem is not None:
+        raise ValueError(problem)
+    return requirements
+
+
+TemplateRequirements = Annotated[
+    list[NodeSelectorRequirementWithMinValues],
+    Field(max_length=MAX_REQUIREMENTS),
+    AfterValidator(_no_nodepool_key),
+    SchemaExtra(
+        {
+            "x-kubernetes-validations": [
+                *REQUIREMENTS_CEL,
+                cel(
+                    "self.all(x, x.key != 'karpenter.sh/nodepool')",
+                    'label "karpenter.sh/nodepool" is restricted',
+                ),
+            ]
+        }
+    ),
+]
+"""A NodePool template's requirements (v1 and v1beta1): Karpenter sets karpenter.sh/nodepool."""
+
+# On a budgets list, both versions: a schedule and a duration come together (Budget checks it
+# in Python).
+BUDGETS_CEL: Final = (
+    cel(
+        "self.all(x, has(x.schedule) == has(x.duration))", "'schedule' must be set with 'duration'"
+    ),
+)
+
+
 class NodeClaimTemplateSpec(NodeClaimSpecBase):
     """The NodeClaim spec a NodePool stamps out (without resource requests: the scheduler adds
     those per NodeClaim)."""
 
-    requirements: Annotated[
-        list[NodeSelectorRequirementWithMinValues],
-        Field(max_length=MAX_REQUIREMENTS),
-        SchemaExtra(
-            {
-                "x-kubernetes-validations": [
-                    *REQUIREMENTS_CEL,
-                    cel(
-                        "self.all(x, x.key != 'karpenter.sh/nodepool')",
-                        'label "karpenter.sh/nodepool" is restricted',
-                    ),
-                ]
-            }
-        ),
-    ]
+    requirements: TemplateRequirements
     """Constraints on the instance types, zones, capacity types, ... nodes may have."""
     node_class_ref: Annotated[
         NodeClassReference,
@@ -118,16 +147,6 @@ class NodeClaimTemplateSpec(NodeClaimSpecBase):
         ),
     ] = Field(alias="nodeClassRef")
     """Reference to the provider NodeClass; its group and kind cannot change after creation."""
-
-    @field_validator("requirements")
-    @classmethod
-    def _no_nodepool_key(
-        cls, requirements: list[NodeSelectorRequirementWithMinValues]
-    ) -> list[NodeSelectorRequirementWithMinValues]:
-        problem = nodepool_key_problem(requirements)
-        if problem is not None:
-            raise ValueError(problem)
-        return requirements
 
 
 class NodeClaimTemplate(KubeModel):
@@ -215,12 +234,7 @@ class Disruption(KubeModel):
         SchemaExtra(
             {
                 CRD_DEFAULT: [{"nodes": DEFAULT_BUDGET_NODES}],
-                "x-kubernetes-validations": [
-                    cel(
-                        "self.all(x, has(x.schedule) == has(x.duration))",
-                        "'schedule' must be set with 'duration'",
-                    )
-                ],
+                "x-kubernetes-validations": list(BUDGETS_CEL),
             }
         ),
     ] = Field(default_factory=_default_budgets)
