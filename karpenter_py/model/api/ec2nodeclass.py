@@ -104,7 +104,7 @@ def _present(term: KubeModel, fields: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _terms_rules(
+def terms_rules(
     kind: str, fields: list[str], exclusive: dict[str, list[str]]
 ) -> list[dict[str, str]]:
     """CEL for a selector-term list: each term sets one of ``fields``; some fields stand alone."""
@@ -550,7 +550,7 @@ SubnetSelectorTerms = Annotated[
     Field(min_length=1, max_length=MAX_SELECTOR_TERMS),
     SchemaExtra(
         {
-            "x-kubernetes-validations": _terms_rules(
+            "x-kubernetes-validations": terms_rules(
                 "subnetSelectorTerms", ["tags", "id"], {"id": ["tags"]}
             )
         }
@@ -561,7 +561,7 @@ SecurityGroupSelectorTerms = Annotated[
     Field(min_length=1, max_length=MAX_SELECTOR_TERMS),
     SchemaExtra(
         {
-            "x-kubernetes-validations": _terms_rules(
+            "x-kubernetes-validations": terms_rules(
                 "securityGroupSelectorTerms",
                 ["tags", "id", "name"],
                 {"id": ["tags", "name"], "name": ["tags", "id"]},
@@ -609,7 +609,7 @@ class EC2NodeClassSpec(KubeModel):
             Field(max_length=MAX_SELECTOR_TERMS),
             SchemaExtra(
                 {
-                    "x-kubernetes-validations": _terms_rules(
+                    "x-kubernetes-validations": terms_rules(
                         "capacityReservationSelectorTerms",
                         ["tags", "id", "ownerID", "instanceMatchCriteria"],
                         {"id": ["tags", "ownerID", "instanceMatchCriteria"]},
@@ -632,7 +632,7 @@ class EC2NodeClassSpec(KubeModel):
         SchemaExtra(
             {
                 "x-kubernetes-validations": [
-                    *_terms_rules(
+                    *terms_rules(
                         "amiSelectorTerms",
                         ["alias", "tags", "id", "name", "ssmParameter"],
                         {

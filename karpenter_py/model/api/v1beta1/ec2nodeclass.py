@@ -11,18 +11,25 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra
+from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra, cel, model_schema
 from karpenter_py.model.api.common import Pattern
 from karpenter_py.model.api.ec2nodeclass import (
     DEFAULT_METADATA_OPTIONS,
-    BlockDeviceMapping,
+    IDENTITY_CEL,
+    MAX_SELECTOR_TERMS,
+    BlockDeviceMappings,
     EC2NodeClassStatus,
+    InstanceProfile,
     MetadataOptions,
-    SecurityGroupSelectorTerm,
+    NodeClassTags,
+    Role,
+    SecurityGroupSelectorTerms,
     SelectorTags,
-    SubnetSelectorTerm,
+    SubnetSelectorTerms,
+    identity_problem,
+    terms_rules,
 )
 from karpenter_py.model.api.meta import ObjectMeta
 
@@ -59,34 +66,69 @@ class AMISelectorTerm(KubeModel):
         return self
 
 
+_CUSTOM_NEEDS_TERMS: Final = "amiSelectorTerms is required when amiFamily == 'Custom'"
+
+
 class EC2NodeClassSpec(KubeModel):
     """AWS launch configuration (v1beta1 layout)."""
 
-    subnet_selector_terms: Annotated[
-        list[SubnetSelectorTerm], Field(min_length=1, max_length=30)
-    ] = Field(alias="subnetSelectorTerms")
+    model_config = ConfigDict(
+        json_schema_extra=model_schema(
+            *IDENTITY_CEL,
+            cel(
+                "self.amiFamily != 'Custom' || "
+                "(has(self.amiSelectorTerms) && self.amiSelectorTerms.size() != 0)",
+                _CUSTOM_NEEDS_TERMS,
+            ),
+        )
+    )
+
+    subnet_selector_terms: SubnetSelectorTerms = Field(alias="subnetSelectorTerms")
     """Subnets to launch into."""
-    security_group_selector_terms: Annotated[
-        list[SecurityGroupSelectorTerm], Field(min_length=1, max_length=30)
-    ] = Field(alias="securityGroupSelectorTerms")
+    security_group_selector_terms: SecurityGroupSelectorTerms = Field(
+        alias="securityGroupSelectorTerms"
+    )
     """Security groups for the instances."""
     associate_public_ip_address: bool | None = Field(default=None, alias="associatePublicIPAddress")
     """Assign public IPs (overrides the subnet's setting)."""
-    ami_selector_terms: Annotated[list[AMISelectorTerm], Field(max_length=30)] | None = Field(
-        default=None, alias="amiSelectorTerms"
-    )
+    ami_selector_terms: (
+        Annotated[
+            list[AMISelectorTerm],
+            Field(max_length=MAX_SELECTOR_TERMS),
+            SchemaExtra(
+                {
+                    "x-kubernetes-validations": terms_rules(
+                        "amiSelectorTerms",
+                        ["tags", "id", "name"],
+                        {"id": ["tags", "name", "owner"]},
+                    )
+                }
+            ),
+        ]
+        | None
+    ) = Field(default=None, alias="amiSelectorTerms")
     """AMIs to launch; none: the family's latest EKS-optimized AMI."""
     ami_family: AMIFamily = Field(alias="amiFamily")
     """Bootstrap format, default AMIs and block devices."""
     user_data: str | None = Field(default=None, alias="userData")
     """User data merged with Karpenter's bootstrap."""
-    role: str | None = None
-    """IAM role for the nodes."""
-    instance_profile: str | None = Field(default=None, alias="instanceProfile")
+    # v1beta1 (unlike v1) kept the role fixed: instance profiles Karpenter made for the old
+    # role would otherwise be left on running instances.
+    role: (
+        Annotated[
+            Role,
+            SchemaExtra(
+                {"x-kubernetes-validations": [cel("self == oldSelf", "immutable field changed")]}
+            ),
+        ]
+        | None
+    ) = None
+    """IAM role for the nodes (immutable in v1beta1)."""
+    instance_profile: InstanceProfile | None = Field(default=None, alias="instanceProfile")
     """Existing instance profile to use as-is."""
-    tags: dict[str, str] | None = None
+    tags: NodeClassTags | None = None
     """Tags for instances, volumes and launch templates."""
-    block_device_mappings: Annotated[list[BlockDeviceMapping], Field(max_length=50)] | None = Field(
+    block_device_mappings: BlockDeviceMappings | None = Field(
         default=None, alias="blockDeviceMappings"
     )
     """Block devices for launched instances."""
@@ -105,10 +147,11 @@ class EC2NodeClassSpec(KubeModel):
 
     @model_validator(mode="after")
     def _identity_and_terms(self) -> EC2NodeClassSpec:
-        if (self.role is None) == (self.instance_profile is None):
-            raise ValueError("must specify exactly one of ['role', 'instanceProfile']")
+        problem = identity_problem(self.role, self.instance_profile)
+        if problem is not None:
+            raise ValueError(problem)
         if self.ami_family == AMI_FAMILY_CUSTOM and not self.ami_selector_terms:
-            raise ValueError("amiSelectorTerms is required when amiFamily == 'Custom'")
+            raise ValueError(_CUSTOM_NEEDS_TERMS)
         return self
 
 
