@@ -356,32 +356,43 @@ ReservedQuantity = Annotated[
 
 
 def reserved_resources_check(field: str) -> AfterValidator:
-    """Python side of ``reserved_resources_cel``: known keys, no negative quantities."""
+    """Python side of ``reserved_resources_cel``: known keys, no negative quantities (values
+    are quantity strings, or ints where the map is a ResourceList)."""
 
-    def _validate(resources: dict[str, str]) -> dict[str, str]:
+    def _validate(resources: dict[str, object]) -> dict[str, object]:
         for key, value in resources.items():
             if key not in RESERVED_RESOURCE_KEYS:
                 raise ValueError(
                     f"{key!r} is not a valid key for {field}; valid keys are "
                     f"{list(RESERVED_RESOURCE_KEYS)}"
                 )
-            if value.startswith("-"):
+            if str(value).startswith("-"):
                 raise ValueError(f"{field}[{key!r}] cannot be a negative quantity")
         return resources
 
     return AfterValidator(_validate)
 
 
-def reserved_resources_cel(field: str) -> list[dict[str, str]]:
-    """CEL rules for a reserved-resources map; ``field`` names it in the messages."""
+def reserved_resources_cel(field: str, *, int_or_string: bool = False) -> list[dict[str, str]]:
+    """CEL rules for a reserved-resources map; ``field`` names it in the messages.
+
+    ``int_or_string``: the values are int-or-string quantities (a ResourceList), which CEL sees
+    as dyn: a string must not start with '-', an int must not be negative. (Converting the
+    value with string() instead is priced by the API server as an unbounded copy, over budget.)
+    """
     keys = ",".join(f"'{k}'" for k in RESERVED_RESOURCE_KEYS)
+    non_negative = (
+        "(type(self[x]) == string ? !self[x].startsWith('-') : self[x] >= 0)"
+        if int_or_string
+        else "!self[x].startsWith('-')"
+    )
     return [
         cel(
             "self.all(x, " + " || ".join(f"x=='{k}'" for k in RESERVED_RESOURCE_KEYS) + ")",
             f"valid keys for {field} are [{keys}]",
         ),
         cel(
-            "self.all(x, !self[x].startsWith('-'))",
+            f"self.all(x, {non_negative})",
             f"{field} value cannot be a negative resource quantity",
         ),
     ]

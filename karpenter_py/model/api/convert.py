@@ -48,6 +48,7 @@ from typing import Final, cast
 
 from pydantic import ValidationError
 
+from karpenter_py.model.api.common import NEVER
 from karpenter_py.model.api.v1beta1.common import KubeletConfiguration
 from karpenter_py.model.labels import (
     AWS_ANNOTATION_UBUNTU_COMPATIBILITY,
@@ -358,7 +359,9 @@ def _nodepool_to_v1beta1(obj: JSON) -> JSON:
     if policy != WHEN_EMPTY:
         policy = WHEN_UNDERUTILIZED  # WhenEmptyOrUnderutilized; Balanced is v1-only
     after = disruption.get("consolidateAfter")
-    if after is not None and not (policy == WHEN_UNDERUTILIZED and after == "0s"):
+    # v1beta1 refuses consolidateAfter with WhenUnderutilized unless it is 'Never'; any other
+    # value is v1-only and goes to the v1-fields annotation (_keep_v1_fields).
+    if after is not None and (policy != WHEN_UNDERUTILIZED or after == NEVER):
         new_disruption["consolidateAfter"] = after
     new_disruption["consolidationPolicy"] = policy
     if "expireAfter" in tspec:

@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from karpenter_py.model.api import EC2NodeClass, NodeClaim, NodePool, convert, v1beta1
+from karpenter_py.model.api.base import format_validation_error
 from karpenter_py.model.api.convert import (
     KUBELET_ANNOTATION,
     UBUNTU_ANNOTATION,
@@ -98,15 +100,14 @@ NODEPOOL_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
         ["apiVersion: karpenter.sh/v1beta1 is now karpenter.sh/v1"],
     ),
     (
-        "kubelet goes to the compatibility annotation; template resources are dropped",
+        "kubelet goes to the compatibility annotation; WhenUnderutilized may say Never",
         beta_pool(
-            {"consolidationPolicy": "WhenUnderutilized", "consolidateAfter": "10m"},
+            {"consolidationPolicy": "WhenUnderutilized", "consolidateAfter": "Never"},
             nodeClassRef=BETA_REF,
             kubelet={"maxPods": 110, "kubeReserved": {"cpu": "100m"}},
-            resources={"requests": {"cpu": "1"}},
         ),
         v1_pool(
-            {"consolidateAfter": "10m", "consolidationPolicy": "WhenEmptyOrUnderutilized"},
+            {"consolidateAfter": "Never", "consolidationPolicy": "WhenEmptyOrUnderutilized"},
             {KUBELET_ANNOTATION: '{"kubeReserved":{"cpu":"100m"},"maxPods":110}'},
             nodeClassRef=EC2_REF,
         ),
@@ -115,10 +116,34 @@ NODEPOOL_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
             "spec.disruption.consolidationPolicy: WhenUnderutilized is now WhenEmptyOrUnderutilized",
             f"spec.template.spec.kubelet: kept in the {KUBELET_ANNOTATION} annotation (v1 sets "
             "kubelet on the EC2NodeClass: move it to its spec.kubelet)",
-            "spec.template.spec.resources: dropped (v1 templates have none)",
         ],
     ),
 ]
+
+
+def test_what_v1beta1_refuses_still_converts() -> None:
+    """Template resources and consolidateAfter with WhenUnderutilized: the v1beta1 schema and
+    model refuse them (as upstream's), yet an object a looser CRD once stored still converts."""
+    beta = beta_pool(
+        {"consolidationPolicy": "WhenUnderutilized", "consolidateAfter": "10m"},
+        nodeClassRef=BETA_REF,
+        resources={"requests": {"cpu": "1"}},
+    )
+    out = to_v1(beta)
+    assert out.object == v1_pool(
+        {"consolidateAfter": "10m", "consolidationPolicy": "WhenEmptyOrUnderutilized"},
+        nodeClassRef=EC2_REF,
+    )
+    assert out.changes[-1] == "spec.template.spec.resources: dropped (v1 templates have none)"
+    with pytest.raises(ValidationError) as err:
+        v1beta1.NodePool.model_validate(beta)
+    assert format_validation_error(err.value) == [
+        "spec.template.spec.resources: a NodePool template takes no resources (the scheduler "
+        "sets each NodeClaim's requests); remove it",
+        "spec.disruption: consolidateAfter cannot be combined with "
+        "consolidationPolicy=WhenUnderutilized (got consolidateAfter '10m'; only 'Never' is "
+        "allowed with it)",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -171,14 +196,13 @@ BACK_CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             ),
         },
         {
-            **beta_pool(
-                {"consolidateAfter": "5m", "consolidationPolicy": "WhenUnderutilized"},
-                nodeClassRef=BETA_REF,
-            ),
+            # v1beta1 takes no consolidateAfter with WhenUnderutilized: 5m is v1-only too
+            **beta_pool({"consolidationPolicy": "WhenUnderutilized"}, nodeClassRef=BETA_REF),
             "metadata": {
                 "name": "default",
                 "annotations": {
-                    V1_FIELDS_ANNOTATION: '[{"path":["spec","disruption","consolidationPolicy"],'
+                    V1_FIELDS_ANNOTATION: '[{"path":["spec","disruption","consolidateAfter"],'
+                    '"value":"5m"},{"path":["spec","disruption","consolidationPolicy"],'
                     '"value":"Balanced"}]'
                 },
             },

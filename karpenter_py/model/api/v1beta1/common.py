@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from karpenter_py.model.api.base import KubeModel, SchemaExtra, cel
+from karpenter_py.model.api.base import KubeModel, SchemaExtra, cel, model_schema
 from karpenter_py.model.api.common import (
     MAX_REQUIREMENTS,
+    QUANTITY_PATTERN,
     REQUIREMENTS_CEL,
+    RESERVED_RESOURCE_KEYS,
     Duration,
     NodeSelectorRequirementWithMinValues,
+    Pattern,
     ResourceList,
     Taint,
     duplicate_taint_problem,
+    reserved_resources_cel,
+    reserved_resources_check,
 )
 
 GROUP_VERSION: Final = "karpenter.sh/v1beta1"
@@ -35,9 +40,86 @@ class NodeClassReference(KubeModel):
     """Name of the referent."""
 
 
+# The kubelet's eviction signals upstream's v1beta1 schema accepts as evictionHard/evictionSoft
+# (and evictionSoftGracePeriod) keys.
+EVICTION_SIGNALS: Final = (
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "pid.available",
+)
+# A threshold is a percentage (up to 100, two decimals) or a quantity.
+EVICTION_THRESHOLD_PATTERN: Final = (
+    r"^(([0-9]{1,2}(\.[0-9]{1,2})?|100(\.0{1,2})?)%|" + QUANTITY_PATTERN[1:-1] + ")$"
+)
+_SIGNAL_LIST: Final = "[" + ",".join(f"'{s}'" for s in EVICTION_SIGNALS) + "]"
+
+EvictionThreshold = Annotated[
+    str,
+    Pattern(EVICTION_THRESHOLD_PATTERN, "a percentage such as '10%' or a quantity such as '500Mi'"),
+]
+
+
+def _signals_check(field: str) -> AfterValidator:
+    def _validate(signals: dict[str, str]) -> dict[str, str]:
+        for key in signals:
+            if key not in EVICTION_SIGNALS:
+                raise ValueError(
+                    f"{key!r} is not a valid key for {field}; valid keys are {list(EVICTION_SIGNALS)}"
+                )
+        return signals
+
+    return AfterValidator(_validate)
+
+
+def _signals_cel(field: str) -> SchemaExtra:
+    # maxProperties refuses nothing the key rule allows; it bounds the rules' estimated cost.
+    return SchemaExtra(
+        {
+            "maxProperties": len(EVICTION_SIGNALS),
+            "x-kubernetes-validations": [
+                cel(
+                    f"self.all(x, x in {_SIGNAL_LIST})",
+                    f"valid keys for {field} are {_SIGNAL_LIST}",
+                )
+            ],
+        }
+    )
+
+
+_IMAGE_GC_ORDER: Final = (
+    "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
+)
+_SOFT_NEEDS_GRACE: Final = "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"
+_GRACE_NEEDS_SOFT: Final = "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"
+
+
 class KubeletConfiguration(KubeModel):
     """The kubelet settings v1beta1 NodePools and NodeClaims carried (v1 keeps them on the
     EC2NodeClass)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=model_schema(
+            cel(
+                "!has(self.imageGCHighThresholdPercent) || !has(self.imageGCLowThresholdPercent) || "
+                "self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent",
+                _IMAGE_GC_ORDER,
+            ),
+            # Every soft threshold needs its grace period, and a grace period its threshold.
+            cel(
+                "!has(self.evictionSoft) || (has(self.evictionSoftGracePeriod) && "
+                "self.evictionSoft.all(x, x in self.evictionSoftGracePeriod))",
+                _SOFT_NEEDS_GRACE,
+            ),
+            cel(
+                "!has(self.evictionSoftGracePeriod) || (has(self.evictionSoft) && "
+                "self.evictionSoftGracePeriod.all(x, x in self.evictionSoft))",
+                _GRACE_NEEDS_SOFT,
+            ),
+        )
+    )
 
     cluster_dns: list[str] | None = Field(default=None, alias="clusterDNS")
     """IP addresses of the cluster DNS servers."""
@@ -49,18 +131,65 @@ class KubeletConfiguration(KubeModel):
         default=None, alias="podsPerCore"
     )
     """Maximum number of pods per core (the lower of this and maxPods wins)."""
-    system_reserved: ResourceList | None = Field(default=None, alias="systemReserved")
-    """Resources reserved for OS system daemons."""
-    kube_reserved: ResourceList | None = Field(default=None, alias="kubeReserved")
-    """Resources reserved for Kubernetes system components."""
-    eviction_hard: dict[str, str] | None = Field(default=None, alias="evictionHard")
+    system_reserved: (
+        Annotated[
+            ResourceList,
+            reserved_resources_check("systemReserved"),
+            SchemaExtra(
+                {
+                    "maxProperties": len(RESERVED_RESOURCE_KEYS),
+                    "x-kubernetes-validations": reserved_resources_cel(
+                        "systemReserved", int_or_string=True
+                    ),
+                }
+            ),
+        ]
+        | None
+    ) = Field(default=None, alias="systemReserved")
+    """Resources reserved for OS system daemons (cpu, memory, ephemeral-storage, pid)."""
+    kube_reserved: (
+        Annotated[
+            ResourceList,
+            reserved_resources_check("kubeReserved"),
+            SchemaExtra(
+                {
+                    "maxProperties": len(RESERVED_RESOURCE_KEYS),
+                    "x-kubernetes-validations": reserved_resources_cel(
+                        "kubeReserved", int_or_string=True
+                    ),
+                }
+            ),
+        ]
+        | None
+    ) = Field(default=None, alias="kubeReserved")
+    """Resources reserved for Kubernetes system components (cpu, memory, ephemeral-storage, pid)."""
+    eviction_hard: (
+        Annotated[
+            dict[str, EvictionThreshold],
+            _signals_check("evictionHard"),
+            _signals_cel("evictionHard"),
+        ]
+        | None
+    ) = Field(default=None, alias="evictionHard")
     """Hard eviction thresholds."""
-    eviction_soft: dict[str, str] | None = Field(default=None, alias="evictionSoft")
-    """Soft eviction thresholds."""
-    eviction_soft_grace_period: dict[str, str] | None = Field(
-        default=None, alias="evictionSoftGracePeriod"
-    )
-    """Grace periods of the soft eviction thresholds."""
+    eviction_soft: (
+        Annotated[
+            dict[str, EvictionThreshold],
+            _signals_check("evictionSoft"),
+            _signals_cel("evictionSoft"),
+        ]
+        | None
+    ) = Field(default=None, alias="evictionSoft")
+    """Soft eviction thresholds (each needs an evictionSoftGracePeriod)."""
+    eviction_soft_grace_period: (
+        Annotated[
+            dict[str, str],
+            _signals_check("evictionSoftGracePeriod"),
+            _signals_cel("evictionSoftGracePeriod"),
+        ]
+        | None
+    ) = Field(default=None, alias="evictionSoftGracePeriod")
+    """Grace periods of the soft eviction thresholds (each needs its evictionSoft)."""
     eviction_max_pod_grace_period: Annotated[int, SchemaExtra({"format": "int32"})] | None = Field(
         default=None, alias="evictionMaxPodGracePeriod"
     )
@@ -75,6 +204,23 @@ class KubeletConfiguration(KubeModel):
     """Disk usage percentage below which image garbage collection never runs."""
     cpu_cfs_quota: bool | None = Field(default=None, alias="cpuCFSQuota")
     """Enforce CPU CFS quota for containers that set CPU limits."""
+
+    @model_validator(mode="after")
+    def _pairs_and_order(self) -> KubeletConfiguration:
+        high, low = self.image_gc_high_threshold_percent, self.image_gc_low_threshold_percent
+        if high is not None and low is not None and high <= low:
+            raise ValueError(f"{_IMAGE_GC_ORDER} (got {high} and {low})")
+        soft = set(self.eviction_soft or {})
+        grace = set(self.eviction_soft_grace_period or {})
+        if soft - grace:
+            raise ValueError(
+                f"evictionSoft {sorted(soft - grace)} has no matching evictionSoftGracePeriod"
+            )
+        if grace - soft:
+            raise ValueError(
+                f"evictionSoftGracePeriod {sorted(grace - soft)} has no matching evictionSoft"
+            )
+        return self
 
 
 class NodeClaimSpecBase(KubeModel):

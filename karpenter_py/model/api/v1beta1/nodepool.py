@@ -9,20 +9,23 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra
+from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra, cel, model_schema
 from karpenter_py.model.api.common import (
     DEFAULT_EXPIRE_AFTER,
+    NEVER,
     NillableDuration,
     ResourceList,
 )
 from karpenter_py.model.api.meta import ObjectMeta
 from karpenter_py.model.api.nodepool import (
+    BUDGETS_CEL,
     DEFAULT_BUDGET_NODES,
     Budget,
     NodeClaimTemplateMetadata,
     NodePoolStatus,
+    TemplateRequirements,
 )
 from karpenter_py.model.api.v1beta1.common import NodeClaimSpecBase
 
@@ -34,11 +37,45 @@ WHEN_EMPTY: Final = "WhenEmpty"
 WHEN_UNDERUTILIZED: Final = "WhenUnderutilized"
 
 
+def _no_resources(resources: dict[str, ResourceList]) -> dict[str, ResourceList]:
+    if resources:
+        raise ValueError(
+            "a NodePool template takes no resources (the scheduler sets each NodeClaim's "
+            "requests); remove it"
+        )
+    return resources
+
+
+class NodeClaimTemplateSpec(NodeClaimSpecBase):
+    """A v1beta1 NodePool's NodeClaim spec: as a NodeClaim's, but without karpenter.sh/nodepool
+    requirements (Karpenter sets it) and without resource requests (the scheduler adds those)."""
+
+    requirements: TemplateRequirements
+    """Constraints on the instances nodes may run on."""
+    resources: (
+        Annotated[
+            dict[str, ResourceList],
+            AfterValidator(_no_resources),
+            SchemaExtra({"maxProperties": 0}),
+        ]
+        | None
+    ) = None
+    """Must be empty: a template has no resource requests (upstream's v1beta1 schema says so)."""
+
+
 class NodeClaimTemplate(KubeModel):
     """The template every NodeClaim of the pool is made from."""
 
     metadata: NodeClaimTemplateMetadata = Field(default_factory=NodeClaimTemplateMetadata)
-    spec: NodeClaimSpecBase
+    spec: NodeClaimTemplateSpec
+
+
+_AFTER_WITH_UNDERUTILIZED: Final = (
+    "consolidateAfter cannot be combined with consolidationPolicy=WhenUnderutilized"
+)
+_WHEN_EMPTY_NEEDS_AFTER: Final = (
+    "consolidateAfter must be specified with consolidationPolicy=WhenEmpty"
+)
 
 
 def _default_budgets() -> list[Budget]:
@@ -48,7 +85,19 @@ def _default_budgets() -> list[Budget]:
 class Disruption(KubeModel):
     """How and when Karpenter may disrupt the pool's nodes (v1beta1 layout)."""
 
-    model_config = ConfigDict()
+    model_config = ConfigDict(
+        json_schema_extra=model_schema(
+            cel(
+                "!has(self.consolidateAfter) || self.consolidationPolicy != 'WhenUnderutilized' || "
+                "self.consolidateAfter == 'Never'",
+                _AFTER_WITH_UNDERUTILIZED,
+            ),
+            cel(
+                "self.consolidationPolicy != 'WhenEmpty' || has(self.consolidateAfter)",
+                _WHEN_EMPTY_NEEDS_AFTER,
+            ),
+        )
+    )
 
     consolidate_after: NillableDuration | None = Field(default=None, alias="consolidateAfter")
     """How long a node must be empty before it is consolidated (WhenEmpty)."""
@@ -63,9 +112,28 @@ class Disruption(KubeModel):
     budgets: Annotated[
         list[Budget],
         Field(max_length=50),
-        SchemaExtra({CRD_DEFAULT: [{"nodes": DEFAULT_BUDGET_NODES}]}),
+        SchemaExtra(
+            {
+                CRD_DEFAULT: [{"nodes": DEFAULT_BUDGET_NODES}],
+                "x-kubernetes-validations": list(BUDGETS_CEL),
+            }
+        ),
     ] = Field(default_factory=_default_budgets)
     """Disruption budgets; the most restrictive active one wins."""
+
+    @model_validator(mode="after")
+    def _consolidate_after_fits_policy(self) -> Disruption:
+        # WhenUnderutilized consolidates as soon as it can ('Never' switches it off); only
+        # WhenEmpty waits, and then it must be told how long.
+        after, policy = self.consolidate_after, self.consolidation_policy
+        if after is not None and after != NEVER and policy == WHEN_UNDERUTILIZED:
+            raise ValueError(
+                f"{_AFTER_WITH_UNDERUTILIZED} (got consolidateAfter {after!r}; only 'Never' is "
+                "allowed with it)"
+            )
+        if after is None and policy == WHEN_EMPTY:
+            raise ValueError(_WHEN_EMPTY_NEEDS_AFTER)
+        return self
 
 
 class NodePoolSpec(KubeModel):
