@@ -19,11 +19,21 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from karpenter_py.kube import NODECLAIMS, NODEPOOLS, KubeClient, NotFoundError, Resource
+from karpenter_py.kube import (
+    NODECLAIMS,
+    NODEPOOLS,
+    InvalidError,
+    KubeClient,
+    NotFoundError,
+    Resource,
+)
 from karpenter_py.kube.errors import ApiError
 from karpenter_py.manager.certs import not_after
 from karpenter_py.manager.webhook import CONVERTED_CRDS, SECRETS, WebhookConfig, bundle_of, serve
+from karpenter_py.model.api import v1beta1
+from karpenter_py.model.api.base import format_validation_error
 from karpenter_py.model.api.convert import KUBELET_ANNOTATION, UBUNTU_ANNOTATION
 from tests.cluster.harness import (
     CRDS,
@@ -366,3 +376,153 @@ async def test_v1beta1_nodeclaim_takes_its_nodepool_expiry(client: KubeClient) -
             for resource, name in ((NODECLAIMS, claim), (NODECLAIMS, orphan), (NODEPOOLS, pool)):
                 with contextlib.suppress(NotFoundError):
                     await client.delete(resource, name)
+
+
+def _edited(body: dict[str, Any], path: str, value: object) -> dict[str, Any]:
+    out = copy.deepcopy(body)
+    *parents, last = path.split(".")
+    node = out
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return out
+
+
+_TSPEC = "spec.template.spec"
+_CEL_SKIPPED = (
+    "Invalid value: null: some validation rules were not checked because the object was "
+    "invalid; correct the existing errors to complete validation"
+)
+_INVALID_V1BETA1: list[tuple[str, str, object, list[tuple[str, str]]]] = [
+    (
+        "NodePool",
+        "spec.disruption.consolidateAfter",
+        "30s",
+        [
+            (
+                "spec.disruption",
+                "Invalid value: consolidateAfter cannot be combined with "
+                "consolidationPolicy=WhenUnderutilized",
+            )
+        ],
+    ),
+    (
+        "NodePool",
+        f"{_TSPEC}.kubelet",
+        {"evictionSoft": {"memory.available": "500Mi"}},
+        [
+            (
+                f"{_TSPEC}.kubelet",
+                "Invalid value: evictionSoft OwnerKey does not have a matching "
+                "evictionSoftGracePeriod",
+            )
+        ],
+    ),
+    (
+        "NodePool",
+        f"{_TSPEC}.requirements",
+        [{"key": "karpenter.sh/nodepool", "operator": "Exists"}],
+        [(f"{_TSPEC}.requirements", 'Invalid value: label "karpenter.sh/nodepool" is restricted')],
+    ),
+    (
+        "NodePool",
+        f"{_TSPEC}.resources",
+        {"requests": {"cpu": "1"}},
+        [
+            (f"{_TSPEC}.resources", "Too many: 1: must have at most 0 items"),
+            # a schema error stops the CEL rules; the API server says so in a cause of its own
+            ("<nil>", _CEL_SKIPPED),
+        ],
+    ),
+    (
+        "NodeClaim",
+        "spec.kubelet",
+        {"kubeReserved": {"gpu": "1"}},
+        [
+            (
+                "spec.kubelet.kubeReserved",
+                "Invalid value: valid keys for kubeReserved are "
+                "['cpu','memory','ephemeral-storage','pid']",
+            )
+        ],
+    ),
+    (
+        "NodePool",
+        f"{_TSPEC}.kubelet",
+        {"kubeReserved": {"cpu": -1}, "systemReserved": {"memory": "-1Gi"}},
+        [
+            (
+                f"{_TSPEC}.kubelet.kubeReserved",
+                "Invalid value: kubeReserved value cannot be a negative resource quantity",
+            ),
+            (
+                f"{_TSPEC}.kubelet.systemReserved",
+                "Invalid value: systemReserved value cannot be a negative resource quantity",
+            ),
+        ],
+    ),
+    (
+        "EC2NodeClass",
+        "spec.instanceProfile",
+        "KarpenterNodeInstanceProfile",
+        [("spec", "Invalid value: must specify exactly one of ['role', 'instanceProfile']")],
+    ),
+    (
+        "EC2NodeClass",
+        "spec.amiFamily",
+        "Custom",
+        [("spec", "Invalid value: amiSelectorTerms is required when amiFamily == 'Custom'")],
+    ),
+    (
+        "EC2NodeClass",
+        "spec.tags",
+        {"kubernetes.io/cluster/demo": "owned"},
+        [
+            (
+                "spec.tags",
+                "Invalid value: tag contains a restricted tag matching kubernetes.io/cluster/",
+            )
+        ],
+    ),
+    (
+        "EC2NodeClass",
+        "spec.subnetSelectorTerms",
+        [{"id": "subnet-0123", "tags": {"a": "b"}}],
+        [
+            (
+                "spec.subnetSelectorTerms",
+                "Invalid value: 'id' is mutually exclusive, cannot be set with a combination of "
+                "other fields in subnetSelectorTerms",
+            )
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value", "causes"),
+    _INVALID_V1BETA1,
+    ids=[f"{c[0]}:{c[1]}" for c in _INVALID_V1BETA1],
+)
+async def test_invalid_v1beta1_is_refused_by_the_v1beta1_schema(
+    client: KubeClient, kind: str, path: str, value: object, causes: list[tuple[str, str]]
+) -> None:
+    """The API server checks a v1beta1 request against the v1beta1 schema (before any
+    conversion, so no webhook is needed); the v1beta1 model refuses the same, at or under the
+    field the API server names."""
+    name = unique("invalid")
+    base, resource, model = {
+        "NodePool": (guide_nodepool(name), NODEPOOLS_V1BETA1, v1beta1.NodePool),
+        "NodeClaim": (beta_nodeclaim(name, "default"), NODECLAIMS_V1BETA1, v1beta1.NodeClaim),
+        "EC2NodeClass": (guide_nodeclass(name), EC2NODECLASSES_V1BETA1, v1beta1.EC2NodeClass),
+    }[kind]
+    body = _edited(base, path, value)
+    with pytest.raises(InvalidError) as err:
+        await client.create(resource, body, dry_run=True)
+    assert [(str(c.get("field")), str(c.get("message"))) for c in err.value.causes] == causes
+    with pytest.raises(ValidationError) as problems:
+        model.model_validate(body)
+    fields = sorted(line.split(": ", 1)[0] for line in format_validation_error(problems.value))
+    expected = sorted(field for field, message in causes if message != _CEL_SKIPPED)
+    assert len(fields) == len(expected)
+    assert all(f.startswith(e) for f, e in zip(fields, expected, strict=True)), fields

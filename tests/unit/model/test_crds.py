@@ -65,6 +65,18 @@ def _root(filename: str) -> dict[str, Any]:
     return root
 
 
+def _roots(filename: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(version name, schema) of every version the CRD serves."""
+    for version in _crd(filename)["spec"]["versions"]:
+        yield version["name"], version["schema"]["openAPIV3Schema"]
+
+
+def _walk_all(filename: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for version, root in _roots(filename):
+        for path, node in _walk(root):
+            yield f"{version}:{path or '<root>'}", node
+
+
 def _walk(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
     yield path, node
     for name, sub in node.get("properties", {}).items():
@@ -88,8 +100,8 @@ _FORBIDDEN_KEYS = {"$ref", "$defs", "definitions", "title", "oneOf", "allOf", "n
 
 @pytest.mark.parametrize("filename", ALL)
 def test_schema_is_structural(filename):
-    for path, node in _walk(_root(filename)):
-        where = f"{filename}:{path or '<root>'}"
+    for path, node in _walk_all(filename):
+        where = f"{filename}:{path}"
         int_or_string = node.get("x-kubernetes-int-or-string") is True
         assert "type" in node or int_or_string, f"{where} has no type"
         assert not (_FORBIDDEN_KEYS & node.keys()), f"{where} has {_FORBIDDEN_KEYS & node.keys()}"
@@ -126,7 +138,7 @@ def test_cel_rules_are_well_formed_and_bounded(filename):
     """Every rule has a message; rules that iterate a list or map sit on a bounded node (the
     API server estimates CEL cost from maxItems/maxProperties/maxLength)."""
     count = 0
-    for path, node in _walk(_root(filename)):
+    for path, node in _walk_all(filename):
         for rule in node.get("x-kubernetes-validations", []):
             count += 1
             assert set(rule) == {"rule", "message"}, f"{path}: {rule}"
@@ -497,3 +509,61 @@ def test_printer_columns():
 
 def test_every_kind_is_generated():
     assert {k.filename for k in KINDS} == FILES
+
+
+def _v1beta1_rules(filename: str, path: str) -> list[str]:
+    node = dict(_roots(filename))["v1beta1"]
+    for part in path.split("."):
+        node = node["items"] if part == "[]" else node["properties"][part]
+    return [r["rule"] for r in node.get("x-kubernetes-validations", [])]
+
+
+# The API server checks a v1beta1 request against the v1beta1 schema only: it must carry
+# upstream's v1beta1 rules itself.
+@pytest.mark.parametrize(
+    ("filename", "path", "rule_fragment"),
+    [
+        (NP, "spec.disruption", "self.consolidationPolicy != 'WhenUnderutilized'"),
+        (NP, "spec.disruption", "self.consolidationPolicy != 'WhenEmpty'"),
+        (NP, "spec.disruption.budgets", "has(x.schedule) == has(x.duration)"),
+        (NP, "spec.template.spec.requirements", "x.key != 'karpenter.sh/nodepool'"),
+        (NP, "spec.template.spec.kubelet", "self.imageGCHighThresholdPercent >"),
+        (NP, "spec.template.spec.kubelet", "x in self.evictionSoftGracePeriod"),
+        (NP, "spec.template.spec.kubelet", "x in self.evictionSoft)"),
+        (NP, "spec.template.spec.kubelet.evictionHard", "'memory.available'"),
+        (
+            NP,
+            "spec.template.spec.kubelet.kubeReserved",
+            "type(self[x]) == string ? !self[x].startsWith('-') : self[x] >= 0",
+        ),
+        (NC, "spec.kubelet.systemReserved", "x=='ephemeral-storage'"),
+        (NC, "spec.requirements", "int(x.values[0]) >= 0"),
+        (EC2, "spec", "(has(self.role) && !has(self.instanceProfile))"),
+        (EC2, "spec", "has(oldSelf.role)"),
+        (EC2, "spec", "self.amiFamily != 'Custom'"),
+        (EC2, "spec.role", "self == oldSelf"),
+        (EC2, "spec.instanceProfile", "self != ''"),
+        (EC2, "spec.subnetSelectorTerms", "has(x.tags) || has(x.id)"),
+        (EC2, "spec.securityGroupSelectorTerms", "has(x.name) && (has(x.tags) || has(x.id))"),
+        (EC2, "spec.amiSelectorTerms", "has(x.id) && (has(x.tags) || has(x.name) || has(x.owner))"),
+        (EC2, "spec.tags", "!k.startsWith('kubernetes.io/cluster/')"),
+        (EC2, "spec.tags", "k != 'karpenter.sh/nodeclaim'"),
+        (EC2, "spec.blockDeviceMappings", "x.rootVolume == true"),
+    ],
+)
+def test_v1beta1_carries_upstreams_v1beta1_rules(filename, path, rule_fragment):
+    rules = _v1beta1_rules(filename, path)
+    assert any(rule_fragment in r for r in rules), rules
+
+
+def test_v1beta1_template_takes_no_resources_and_class_no_kubelet():
+    np_beta = dict(_roots(NP))["v1beta1"]
+    tspec = np_beta["properties"]["spec"]["properties"]["template"]["properties"]["spec"]
+    assert tspec["properties"]["resources"]["maxProperties"] == 0
+    ec2_beta = dict(_roots(EC2))["v1beta1"]
+    assert "kubelet" not in ec2_beta["properties"]["spec"]["properties"]
+    assert ec2_beta["properties"]["spec"]["required"] == [
+        "amiFamily",
+        "securityGroupSelectorTerms",
+        "subnetSelectorTerms",
+    ]
