@@ -7,13 +7,12 @@ vanish without cleanup; the lifecycle controller launches it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 
 from karpenter_py.model.api.convert import KUBELET_ANNOTATION
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Taint
+from karpenter_py.model.hashing import nodeclaim_template_hash
 from karpenter_py.model.labels import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
@@ -29,11 +28,10 @@ Raw = dict[str, object]
 
 
 def nodepool_hash(np: NodePool) -> str:
-    """A stable hash of the pool's template, minus fields that never cause drift (requirements)."""
-    template = np.model_dump(by_alias=True, exclude_none=True, mode="json")["spec"]["template"]
-    template.get("spec", {}).pop("requirements", None)
-    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
-    return str(int(digest[:15], 16))
+    """The pool's template hash (karpenter.sh/nodepool-hash), exactly as upstream computes it
+    for NODEPOOL_HASH_VERSION, so claims launched by either controller do not look drifted to
+    the other. Requirements are not part of it: editing them is never drift."""
+    return nodeclaim_template_hash(np.spec.template)
 
 
 def nodeclass_label(group: str, kind: str) -> str:
