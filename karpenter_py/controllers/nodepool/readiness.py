@@ -13,6 +13,11 @@ and a NodePool costs at most one metadata patch and one status patch per change:
   False with reason ``UnhealthyDependents`` and a message listing them (``NodeClassReady=False``).
 * ``karpenter.sh/nodepool-hash`` / ``karpenter.sh/nodepool-hash-version`` (``v3``) annotations:
   the static-drift hash of the template, the same value the launcher stamps on NodeClaims.
+  When the pool's hash version is not the current one (a new pool, or a hash algorithm change
+  since it was written), its NodeClaims stamped under another version are first moved onto the
+  current one, as upstream's drift hash versioning does: version and the pool's current hash,
+  except that an already Drifted claim keeps its old hash. Their old hashes cannot be compared
+  any more, so without this static drift would never fire for them again.
 
 ``lastTransitionTime`` moves only when a status flips; every condition carries the generation it
 was computed from. Nothing is written when nothing changed. Conditions are written with a status
@@ -47,7 +52,7 @@ from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, r
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata
-from karpenter_py.kube.resources import NODEPOOLS
+from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS
 from karpenter_py.launcher.persist import nodepool_hash
 from karpenter_py.model.api.meta import (
     CONDITION_FALSE,
@@ -57,6 +62,7 @@ from karpenter_py.model.api.meta import (
     ConditionStatus,
     set_condition,
 )
+from karpenter_py.model.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpenter_py.model.api.nodepool import (
     CONDITION_NODE_CLASS_READY,
     CONDITION_VALIDATION_SUCCEEDED,
@@ -65,6 +71,7 @@ from karpenter_py.model.api.nodepool import (
 from karpenter_py.model.labels import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
+    LABEL_NODEPOOL,
     NODEPOOL_HASH_VERSION,
 )
 from karpenter_py.state.cluster import Cluster, NodeClassKey
@@ -207,6 +214,21 @@ def hash_patch(np: NodePool) -> KubeObject | None:
     return {"metadata": {"annotations": diff}} if diff else None
 
 
+def nodeclaim_hash_migration(nc: NodeClaim, pool_hash: str) -> KubeObject | None:
+    """The metadata merge patch moving a NodeClaim stamped under another hash version (or none)
+    onto the current one, or None when it already is.
+
+    A hash of another version says nothing about the template now, so the claim takes the
+    pool's current hash: it counts as launched from the current template. A claim already
+    Drifted keeps its old hash, and so its condition: whether it still holds cannot be told."""
+    if nc.metadata.annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION) == NODEPOOL_HASH_VERSION:
+        return None
+    annotations = {ANNOTATION_NODEPOOL_HASH_VERSION: NODEPOOL_HASH_VERSION}
+    if nc.status.get_condition(CONDITION_DRIFTED) is None:
+        annotations[ANNOTATION_NODEPOOL_HASH] = pool_hash
+    return {"metadata": {"annotations": annotations}}
+
+
 def validation_message(err: ValidationError) -> str:
     """Pydantic's errors as one line each (``loc: message``), without URLs and input echoes."""
     lines = []
@@ -311,6 +333,9 @@ class NodePoolReadiness:
         rv = np.metadata.resource_version
         conditions: list[Condition] = np.status.conditions
         patch = hash_patch(np)
+        if np.metadata.annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION) != NODEPOOL_HASH_VERSION:
+            # Before the pool's own version moves: a failure here is retried with it unmoved.
+            await self._migrate_nodeclaims(key, nodepool_hash(np))
         if patch is not None:
             try:
                 updated = await self.client.patch(NODEPOOLS, key, patch, patch_type=PatchType.MERGE)
@@ -325,6 +350,22 @@ class NodePoolReadiness:
         )
         await self._write(key, rv, conditions, desired, np.metadata.generation)
         return None
+
+    async def _migrate_nodeclaims(self, pool: str, pool_hash: str) -> None:
+        for name, nc in list(self.cluster.nodeclaims.items()):
+            if nc.metadata.labels.get(LABEL_NODEPOOL) != pool:
+                continue
+            patch = nodeclaim_hash_migration(nc, pool_hash)
+            if patch is None:
+                continue
+            try:
+                await self.client.patch(NODECLAIMS, name, patch, patch_type=PatchType.MERGE)
+            except NotFoundError:
+                continue
+            log.info(
+                "nodeclaim moved to the current nodepool hash version",
+                extra={"nodepool": pool, "nodeclaim": name, "version": NODEPOOL_HASH_VERSION},
+            )
 
     async def _reconcile_invalid(self, key: str) -> None:
         try:

@@ -15,14 +15,17 @@ from karpenter_py.controllers.nodepool.readiness import (
     DesiredCondition,
     NodePoolReadiness,
     hash_patch,
+    nodeclaim_hash_migration,
     raw_nodeclass_key,
     readiness_conditions,
     updated_conditions,
     validation_message,
 )
 from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.launcher.persist import nodepool_hash
 from karpenter_py.model.api.meta import Condition
+from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import NodePoolSink
@@ -257,6 +260,56 @@ def test_hash_patch_only_when_annotations_differ() -> None:
     assert nodepool_hash(relabelled) != h
 
 
+HASH, VERSION = "karpenter.sh/nodepool-hash", "karpenter.sh/nodepool-hash-version"
+DRIFTED = {
+    "type": "Drifted",
+    "status": "True",
+    "reason": "NodePoolDrifted",
+    "message": "NodePoolDrifted",
+    "lastTransitionTime": "2025-01-01T00:00:00Z",
+}
+
+
+def claim(
+    name: str, *, pool: str = "pool", annotations: dict[str, str], drifted: bool = False
+) -> NodeClaim:
+    return NodeClaim.model_validate(
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {
+                "name": name,
+                "labels": {"karpenter.sh/nodepool": pool},
+                "annotations": annotations,
+            },
+            "spec": {
+                "nodeClassRef": {"group": GROUP, "kind": KIND, "name": "default"},
+                "requirements": [],
+            },
+            "status": {"conditions": [DRIFTED] if drifted else []},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("annotations", "drifted", "expected"),
+    [
+        ({HASH: "old", VERSION: "v3"}, False, None),  # current: left alone
+        ({HASH: "old", VERSION: "v3"}, True, None),
+        ({HASH: "old", VERSION: "v2"}, False, {VERSION: "v3", HASH: "new"}),
+        ({HASH: "old"}, False, {VERSION: "v3", HASH: "new"}),  # no version at all
+        ({}, False, {VERSION: "v3", HASH: "new"}),
+        # Already Drifted: the old hash (and so the condition) stays.
+        ({HASH: "old", VERSION: "v2"}, True, {VERSION: "v3"}),
+    ],
+)
+def test_nodeclaim_hash_migration(
+    annotations: dict[str, str], drifted: bool, expected: dict[str, str] | None
+) -> None:
+    patch = nodeclaim_hash_migration(claim("nc", annotations=annotations, drifted=drifted), "new")
+    assert patch == (None if expected is None else {"metadata": {"annotations": expected}})
+
+
 def test_raw_nodeclass_key() -> None:
     assert raw_nodeclass_key(raw_pool(nodeclass="x")) == (GROUP, KIND, "x")
     assert raw_nodeclass_key({"spec": {"template": {"spec": {}}}}) is None
@@ -277,11 +330,13 @@ def test_validation_message_is_compact() -> None:
 
 
 class FakeClient:
-    """Stores raw NodePools; records patches; applies merge patches shallowly enough for us."""
+    """Stores raw NodePools; records patches; applies merge patches shallowly enough for us.
+    NodeClaim patches are only recorded, apart (``claim_patches``)."""
 
     def __init__(self, *objs: dict[str, Any]) -> None:
         self.objs = {o["metadata"]["name"]: o for o in objs}
         self.patches: list[tuple[str, str | None, dict[str, Any]]] = []
+        self.claim_patches: list[tuple[str, dict[str, Any]]] = []
         self.gets: list[str] = []
 
     async def get(self, resource: Any, name: str, **_: Any) -> dict[str, Any]:
@@ -299,6 +354,11 @@ class FakeClient:
         subresource: str | None = None,
         **_: Any,
     ) -> dict[str, Any]:
+        if resource is NODECLAIMS:
+            if name == "gone":
+                raise NotFoundError(status=404, verb="patch", name=name)
+            self.claim_patches.append((name, patch))
+            return {}
         if name not in self.objs:
             raise NotFoundError(status=404, verb="patch", name=name)
         self.patches.append((name, subresource, patch))
@@ -357,6 +417,48 @@ async def test_reconcile_writes_hash_then_conditions_once() -> None:
     cluster.upsert_nodepool(NodePool.model_validate(raw))
     client.patches.clear()
     await ctrl.reconcile("pool")
+    assert client.patches == []
+
+
+async def test_old_hash_version_moves_the_pools_nodeclaims_first() -> None:
+    clock, cluster = FakeClock(), synced_cluster()
+    raw = raw_pool(annotations={HASH: "12345", VERSION: "v2"})
+    client = FakeClient(raw)
+    np = NodePool.model_validate(raw)
+    h = nodepool_hash(np)
+    cluster.upsert_nodepool(np)
+    cluster.upsert_nodeclass(REF, True)
+    for nc in (
+        claim("old", annotations={HASH: "12345", VERSION: "v2"}),
+        claim("old-drifted", annotations={HASH: "999", VERSION: "v2"}, drifted=True),
+        claim("unversioned", annotations={}),
+        claim("current", annotations={HASH: "777", VERSION: "v3"}),
+        claim("other-pool", pool="other", annotations={HASH: "12345", VERSION: "v2"}),
+        claim("gone", annotations={VERSION: "v1"}),  # deleted meanwhile: skipped
+    ):
+        cluster.upsert_nodeclaim(nc)
+    ctrl = controller(client, cluster, clock)
+
+    await ctrl.reconcile("pool")
+    assert client.claim_patches == [
+        ("old", {"metadata": {"annotations": {VERSION: "v3", HASH: h}}}),
+        ("old-drifted", {"metadata": {"annotations": {VERSION: "v3"}}}),
+        ("unversioned", {"metadata": {"annotations": {VERSION: "v3", HASH: h}}}),
+    ]
+    # Then the pool's own annotations (and its conditions).
+    assert client.patches[0] == (
+        "pool",
+        None,
+        {"metadata": {"annotations": {HASH: h, VERSION: "v3"}}},
+    )
+    assert [s for _, s, _ in client.patches] == [None, "status"]
+
+    # The pool at the current version: its NodeClaims are not looked at again.
+    cluster.upsert_nodepool(NodePool.model_validate(raw))
+    client.claim_patches.clear()
+    client.patches.clear()
+    await ctrl.reconcile("pool")
+    assert client.claim_patches == []
     assert client.patches == []
 
 
