@@ -12,7 +12,14 @@ import pytest
 
 from karpenter_py.aio.clock import RealClock
 from karpenter_py.controllers.nodepool import NodePoolReadiness
-from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, KubeClient, NotFoundError
+from karpenter_py.kube import (
+    KWOKNODECLASSES,
+    NODECLAIMS,
+    NODEPOOLS,
+    KubeClient,
+    NotFoundError,
+    PatchType,
+)
 from karpenter_py.launcher.persist import nodepool_hash
 from karpenter_py.model.api.nodepool import NodePool
 from tests.cluster.harness import (
@@ -22,6 +29,7 @@ from tests.cluster.harness import (
     eventually,
     get_or_none,
     kwok_nodeclass,
+    nodeclaim,
     nodepool,
     prepared_client,
     unique,
@@ -133,6 +141,58 @@ async def test_pool_with_existing_nodeclass_is_ready_and_hashed(client: KubeClie
         after = condition(obj, "Ready")
         assert after is not None
         assert after["lastTransitionTime"] == ready["lastTransitionTime"]
+
+
+async def test_old_hash_version_moves_nodeclaims_to_the_current_one(client: KubeClient) -> None:
+    """Upstream's drift hash versioning: a pool still at an old hash version has its NodeClaims
+    re-stamped with the current version and hash (a Drifted one keeps its hash) before its own
+    annotations move."""
+    h = Harness(client)
+    ctrl = wired(h)
+    pool = unique("pool")
+    old = {HASH: "12345", HASH_VERSION: "v2"}
+    np_obj = nodepool(pool, labels=h.labels())
+    np_obj["metadata"]["annotations"] = dict(old)
+    await client.create(NODEPOOLS, np_obj)
+    fresh, drifted = unique("nc"), unique("nc")
+    for name in (fresh, drifted):
+        nc_obj = nodeclaim(name, pool, labels=h.labels(), finalizers=())
+        nc_obj["metadata"]["annotations"] = dict(old)
+        await client.create(NODECLAIMS, nc_obj)
+    await client.patch(
+        NODECLAIMS,
+        drifted,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Drifted",
+                        "status": "True",
+                        "reason": "NodePoolDrifted",
+                        "message": "NodePoolDrifted",
+                        "lastTransitionTime": "2025-01-01T00:00:00Z",
+                    }
+                ]
+            }
+        },
+        patch_type=PatchType.MERGE,
+        subresource="status",
+    )
+    async with h.running():
+        h.spawn(ctrl.run())
+
+        async def pool_current() -> dict[str, Any] | None:
+            o = await client.get(NODEPOOLS, pool)
+            return o if o["metadata"]["annotations"].get(HASH_VERSION) == "v3" else None
+
+        obj = await eventually(pool_current, within=30, what="the pool at hash version v3")
+        want = nodepool_hash(NodePool.model_validate(obj))
+        assert obj["metadata"]["annotations"][HASH] == want
+        # The claims were moved before the pool's version: no waiting needed.
+        fresh_annotations = (await client.get(NODECLAIMS, fresh))["metadata"]["annotations"]
+        drifted_annotations = (await client.get(NODECLAIMS, drifted))["metadata"]["annotations"]
+        assert (fresh_annotations[HASH], fresh_annotations[HASH_VERSION]) == (want, "v3")
+        assert (drifted_annotations[HASH], drifted_annotations[HASH_VERSION]) == ("12345", "v3")
 
 
 async def test_missing_nodeclass_then_created_then_deleted(client: KubeClient) -> None:
