@@ -429,6 +429,10 @@ class Manifests:
     # EC2NodeClasses by name: their knobs size the instance types of the NodePools naming them.
     nodeclasses: dict[str, EC2NodeClass] = field(default_factory=dict)
 
+    def has_target(self) -> bool:
+        """Whether there is anything to plan onto: a NodePool (even an idle one) or a Node."""
+        return bool(self.pools or self.idle_pools or self.existing)
+
 
 @dataclass(frozen=True, slots=True)
 class _TemplateClaim:
@@ -459,8 +463,6 @@ class _Collector:
     pdbs: list[tuple[JSON, Source]] = field(default_factory=list)
     # v1beta1 NodeClaim documents, read once every NodePool is known.
     v1beta1_claims: list[tuple[JSON, Source]] = field(default_factory=list)
-    # NodeClasses the controller would not launch from ((group, kind, name) -> why).
-    unready_classes: dict[tuple[str, str, str], str] = field(default_factory=dict)
     ec2nodeclasses: dict[str, tuple[EC2NodeClass, Source]] = field(default_factory=dict)
 
     def claim_pod_name(self, key: str, source: Source) -> None:
@@ -678,6 +680,14 @@ def _pool_template(np: NodePool) -> PoolTemplate:
     )
 
 
+def ec2nodeclass_for(
+    nodeclasses: Mapping[str, EC2NodeClass], ref: tuple[str, str, str]
+) -> EC2NodeClass | None:
+    """The EC2NodeClass of ``nodeclasses`` (by name) that a (group, kind, name) ref names."""
+    group, kind, name = ref
+    return nodeclasses.get(name) if (group, kind) == (AWS_GROUP, "EC2NodeClass") else None
+
+
 # Provider NodeClasses are validated; an EC2NodeClass is kept for its knobs (plan resolves no
 # AMIs, subnets or roles).
 _NODECLASS_MODELS: Final[Mapping[str, type[BaseModel]]] = {
@@ -699,9 +709,6 @@ def _read_nodeclass(col: _Collector, doc: JSON, source: Source) -> None:
             f"EC2NodeClass {name} is also defined by {col.ec2nodeclasses[name][1].describe()}"
         )
     col.ec2nodeclasses[name] = (model, source)
-    if model.ubuntu_incompatible():
-        key = (AWS_GROUP, source.kind, name)
-        col.unready_classes[key] = "a v1beta1 Ubuntu class without amiSelectorTerms selects no AMI"
 
 
 def _read_nodeclaim(col: _Collector, doc: JSON, source: Source) -> None:
@@ -943,18 +950,21 @@ def _finish(col: _Collector) -> Manifests:
     volume_requirements, volume_errors = volume_inputs(
         pending, storage, require_bind_completed=False
     )
+    nodeclasses = {name: model for name, (model, _) in col.ec2nodeclasses.items()}
     pools = []
     idle = []
     for pool, source in col.pools.values():
-        why = col.unready_classes.get(pool.node_class_ref)
-        if why is None:
+        nodeclass = ec2nodeclass_for(nodeclasses, pool.node_class_ref)
+        if nodeclass is None or not nodeclass.ubuntu_incompatible():
             pools.append(_with_usage(pool, existing))
-        else:
-            idle.append(pool.name)
-            col.warnings.append(
-                f"{source.describe()}: NodePool {pool.name} launches nothing: its "
-                f"{pool.node_class_ref[1]} {pool.node_class_ref[2]} is not ready ({why})"
-            )
+            continue
+        # As the controller: the class is not Ready, so the pool launches nothing.
+        idle.append(pool.name)
+        col.warnings.append(
+            f"{source.describe()}: NodePool {pool.name} launches nothing: its EC2NodeClass "
+            f"{nodeclass.metadata.name} is not ready (a v1beta1 Ubuntu class without "
+            "amiSelectorTerms selects no AMI)"
+        )
     return Manifests(
         pools=pools,
         idle_pools=idle,
@@ -966,7 +976,7 @@ def _finish(col: _Collector) -> Manifests:
         volume_requirements=volume_requirements,
         volume_errors=volume_errors,
         cluster=_cluster_objects(col),
-        nodeclasses={name: model for name, (model, _) in col.ec2nodeclasses.items()},
+        nodeclasses=nodeclasses,
     )
 
 

@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TextIO
 
-from karpenter_py.cli.manifests import ManifestError, Manifests, load_manifests
+from karpenter_py.cli.manifests import ManifestError, Manifests, ec2nodeclass_for, load_manifests
 from karpenter_py.model.api.convert import ConversionError, kubelet_in_effect
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
-from karpenter_py.model.labels import AWS_GROUP
 from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
 
@@ -143,8 +142,8 @@ def load_catalogs(manifests: Manifests, instance_types: str | None) -> PoolCatal
     by_pool: dict[str, tuple[InstanceType, ...]] = {}
     for nodepool in manifests.cluster.nodepools:
         ref = nodepool.spec.template.spec.node_class_ref
-        nodeclass = manifests.nodeclasses.get(ref.name)
-        if nodeclass is None or (ref.group, ref.kind) != (AWS_GROUP, "EC2NodeClass"):
+        nodeclass = ec2nodeclass_for(manifests.nodeclasses, (ref.group, ref.kind, ref.name))
+        if nodeclass is None:
             continue
         try:
             kubelet = kubelet_in_effect(nodepool.metadata.annotations, nodeclass.spec.kubelet)
@@ -170,7 +169,7 @@ def solve_input(
 ) -> SolveInput:
     """Every pool may use its whole catalog (one list for all, or ``load_catalogs``' per-pool
     ones): the solver filters by each pool's requirements."""
-    if not manifests.pools and not manifests.idle_pools and not manifests.existing:
+    if not manifests.has_target():
         raise PlanError(NO_NODEPOOL_OR_NODE)
     catalogs = as_pool_catalogs(catalog)
     return SolveInput(
@@ -341,7 +340,7 @@ def run_plan(
         manifests = load_manifests(files)
         for warning in manifests.warnings:
             print(f"warning: {warning}", file=stderr)
-        if not manifests.pools and not manifests.idle_pools and not manifests.existing:
+        if not manifests.has_target():
             raise PlanError(NO_NODEPOOL_OR_NODE)
         inp = solve_input(manifests, load_catalogs(manifests, instance_types), options)
     except (ManifestError, PlanError) as err:

@@ -285,7 +285,7 @@ class _Workload:
         for vec in self.vecs:
             bounds = self._bounds([(vec, 1)], PER_CLASS)
             value.append(bounds[0][0] if bounds else 0.0)
-            candidates.update((i, None) for _, i in bounds[:PER_CLASS])
+            candidates.update((i, None) for _, i in bounds)
         return value, list(candidates)
 
     def _best_fill(

@@ -89,6 +89,16 @@ def _signals_cel(field: str) -> SchemaExtra:
     )
 
 
+def _reserved(field: str) -> SchemaExtra:
+    # Values are int-or-string quantities (a ResourceList); maxProperties bounds the cost.
+    return SchemaExtra(
+        {
+            "maxProperties": len(RESERVED_RESOURCE_KEYS),
+            "x-kubernetes-validations": reserved_resources_cel(field, int_or_string=True),
+        }
+    )
+
+
 _IMAGE_GC_ORDER: Final = (
     "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
 )
@@ -133,33 +143,13 @@ class KubeletConfiguration(KubeModel):
     """Maximum number of pods per core (the lower of this and maxPods wins)."""
     system_reserved: (
         Annotated[
-            ResourceList,
-            reserved_resources_check("systemReserved"),
-            SchemaExtra(
-                {
-                    "maxProperties": len(RESERVED_RESOURCE_KEYS),
-                    "x-kubernetes-validations": reserved_resources_cel(
-                        "systemReserved", int_or_string=True
-                    ),
-                }
-            ),
+            ResourceList, reserved_resources_check("systemReserved"), _reserved("systemReserved")
         ]
         | None
     ) = Field(default=None, alias="systemReserved")
     """Resources reserved for OS system daemons (cpu, memory, ephemeral-storage, pid)."""
     kube_reserved: (
-        Annotated[
-            ResourceList,
-            reserved_resources_check("kubeReserved"),
-            SchemaExtra(
-                {
-                    "maxProperties": len(RESERVED_RESOURCE_KEYS),
-                    "x-kubernetes-validations": reserved_resources_cel(
-                        "kubeReserved", int_or_string=True
-                    ),
-                }
-            ),
-        ]
+        Annotated[ResourceList, reserved_resources_check("kubeReserved"), _reserved("kubeReserved")]
         | None
     ) = Field(default=None, alias="kubeReserved")
     """Resources reserved for Kubernetes system components (cpu, memory, ephemeral-storage, pid)."""
