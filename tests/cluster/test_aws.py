@@ -38,6 +38,7 @@ from karpenter_py.kube import (
 from karpenter_py.manager.app import App
 from karpenter_py.manager.aws import AwsStack, open_aws
 from karpenter_py.model.api.convert import KUBELET_ANNOTATION
+from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.scheduler import solve
@@ -347,8 +348,14 @@ async def test_insufficient_capacity_on_the_first_choice_launches_the_next(
         nodeclass_doc = ec2nodeclass(w.nodeclass)
         async with running(app), running_kubelet(w.kubelet(stack)) as kubelet:
             await wait_ready(w)
-            nodeclass = stack.nodeclasses.get(w.nodeclass)
-            assert nodeclass is not None
+
+            def cached_with_subnets() -> EC2NodeClass | None:
+                # The API server said Ready; the controller's cache sees that status a moment
+                # later, and without its subnets the catalog has no offerings (CI saw it once).
+                nc = stack.nodeclasses.get(w.nodeclass)
+                return nc if nc is not None and nc.status.subnets else None
+
+            nodeclass = await eventually(cached_with_subnets, within=30, what="cached subnets")
             await stack.provider.get_instance_types(
                 NodePool.model_validate(await client.get(NODEPOOLS, w.pool))
             )
