@@ -1,12 +1,14 @@
-"""Domain-free asyncio kit: clock, batcher, backoff, token bucket and task helpers."""
+"""Domain-free asyncio kit: clock, batcher, backoff, token bucket, task helpers and resources."""
 
 from karpenter_py.aio.backoff import Backoff
 from karpenter_py.aio.batcher import Batcher, BatcherStatistics
 from karpenter_py.aio.clock import Clock, FakeClock, RealClock
+from karpenter_py.aio.resource import AsyncResource
 from karpenter_py.aio.tasks import bounded, cancel_and_wait, checkpoint
 from karpenter_py.aio.tokenbucket import TokenBucket
 
 __all__ = [
+    "AsyncResource",
     "Backoff",
     "Batcher",
     "BatcherStatistics",

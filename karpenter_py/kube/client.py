@@ -16,15 +16,15 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from enum import StrEnum
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import aiohttp
 import orjson
 
+from karpenter_py.aio.resource import AsyncResource
 from karpenter_py.aio.tokenbucket import TokenBucket
 from karpenter_py.kube.config import KubeConfig
-from karpenter_py.kube.errors import KubeTimeoutError, TransportError, error_from_body
+from karpenter_py.kube.errors import TransportError, error_from_status, transport_errors
 from karpenter_py.kube.objects import KubeObject, ListResult, Page, metadata, name_of, namespace_of
 from karpenter_py.kube.resources import EVENTS, PODS, Resource
 from karpenter_py.kube.watchstream import WatchStream
@@ -51,7 +51,7 @@ def _params(**kw: object) -> dict[str, str]:
     return out
 
 
-class KubeClient:
+class KubeClient(AsyncResource):
     """Use as ``async with KubeClient(cfg, qps=..., burst=...) as client:``."""
 
     def __init__(
@@ -103,18 +103,6 @@ class KubeClient:
         if session is not None:
             await session.close()
 
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -153,6 +141,9 @@ class KubeClient:
         if source is not None and auth.startswith("Bearer "):
             source.invalidate(auth.removeprefix("Bearer "))
 
+    def _transport_errors(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return transport_errors(what, f"no answer within {self.timeout}s")
+
     def _observe(self, verb: str, resource: Resource, status: int, started: float) -> None:
         if self._observer is not None:
             self._observer(verb, resource.qualified, status, time.monotonic() - started)
@@ -179,32 +170,27 @@ class KubeClient:
         started = time.monotonic()
         status = 0
         try:
-            async with (
-                asyncio.timeout(self.timeout),
-                self.session.request(
-                    method,
-                    self.config.server + path,
-                    params=params,
-                    data=data,
-                    headers=headers,
-                    **self._request_kw,
-                ) as resp,
-            ):
-                status = resp.status
-                retry_after = resp.headers.get("Retry-After")
-                raw = await resp.read()
-        except TimeoutError as e:
-            raise KubeTimeoutError(
-                f"{verb} {resource.qualified}: no answer within {self.timeout}s"
-            ) from e
-        except (aiohttp.ClientError, OSError) as e:
-            raise TransportError(f"{verb} {resource.qualified}: {type(e).__name__}: {e}") from e
+            with self._transport_errors(f"{verb} {resource.qualified}"):
+                async with (
+                    asyncio.timeout(self.timeout),
+                    self.session.request(
+                        method,
+                        self.config.server + path,
+                        params=params,
+                        data=data,
+                        headers=headers,
+                        **self._request_kw,
+                    ) as resp,
+                ):
+                    status = resp.status
+                    retry_after = resp.headers.get("Retry-After")
+                    raw = await resp.read()
         finally:
             self._observe(verb, resource, status, started)
         if status >= 400:
             if status == 401:
                 self._rejected(headers)
-            raise error_from_body(
+            raise error_from_status(
                 status,
                 raw,
                 verb=verb,
@@ -349,7 +335,7 @@ class KubeClient:
         started = time.monotonic()
         resp: aiohttp.ClientResponse | None = None
         try:
-            try:
+            with self._transport_errors(f"watch {resource.qualified}"):
                 async with asyncio.timeout(self.timeout):
                     resp = await self.session.get(
                         url, params=params, headers=headers, **self._request_kw
@@ -359,7 +345,7 @@ class KubeClient:
                         if resp.status == 401:
                             self._rejected(headers)
                         raw = await resp.read()
-                        raise error_from_body(
+                        raise error_from_status(
                             resp.status,
                             raw,
                             verb="watch",
@@ -367,12 +353,6 @@ class KubeClient:
                             namespace=namespace,
                             retry_after=resp.headers.get("Retry-After"),
                         )
-            except TimeoutError as e:
-                raise KubeTimeoutError(
-                    f"watch {resource.qualified}: no answer within {self.timeout}s"
-                ) from e
-            except (aiohttp.ClientError, OSError) as e:
-                raise TransportError(f"watch {resource.qualified}: {type(e).__name__}: {e}") from e
             deadline = None
             if timeout_seconds is not None:
                 deadline = asyncio.get_running_loop().time() + timeout_seconds + deadline_grace

@@ -6,9 +6,11 @@ failures become :class:`TransportError`, so nothing above ``kube`` ever sees aio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+import aiohttp
 import orjson
 
 
@@ -22,6 +24,18 @@ class TransportError(KubeError):
 
 class KubeTimeoutError(TransportError):
     """A request (or a watch past its deadline) took longer than the client allows."""
+
+
+@contextlib.contextmanager
+def transport_errors(what: str, timed_out: str) -> Iterator[None]:
+    """Re-raise a timeout as :class:`KubeTimeoutError` (``"<what>: <timed_out>"``) and a
+    connection failure as :class:`TransportError`, both naming ``what`` (``"get nodes"``)."""
+    try:
+        yield
+    except TimeoutError as e:
+        raise KubeTimeoutError(f"{what}: {timed_out}") from e
+    except (aiohttp.ClientError, OSError) as e:
+        raise TransportError(f"{what}: {type(e).__name__}: {e}") from e
 
 
 class ApiError(KubeError):
@@ -140,7 +154,7 @@ def _retry_after(value: str | None) -> float | None:
 
 def error_from_status(
     status: int,
-    body: Mapping[str, Any] | None,
+    body: Mapping[str, Any] | bytes | None,
     *,
     verb: str = "",
     resource: str = "",
@@ -148,7 +162,10 @@ def error_from_status(
     namespace: str | None = None,
     retry_after: str | None = None,
 ) -> ApiError:
-    """Build the typed error for an HTTP status and its (decoded) ``Status`` body."""
+    """Build the typed error for an HTTP status and its ``Status`` body, decoded or raw bytes
+    (raw bytes that are not a ``Status``, a proxy's HTML say, become the message)."""
+    if isinstance(body, bytes):
+        body = _status_body(body)
     body = body or {}
     reason = str(body.get("reason") or "")
     message = str(body.get("message") or "")
@@ -176,36 +193,15 @@ def error_from_status(
     return cls(**kwargs)
 
 
-def error_from_body(
-    status: int,
-    raw: bytes,
-    *,
-    verb: str = "",
-    resource: str = "",
-    name: str | None = None,
-    namespace: str | None = None,
-    retry_after: str | None = None,
-) -> ApiError:
-    """Like :func:`error_from_status` from raw bytes, tolerating non-JSON bodies (proxies)."""
+def _status_body(raw: bytes) -> Mapping[str, Any]:
     decoded: Any
     try:
         decoded = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
         decoded = None
-    body: Mapping[str, Any]
     if isinstance(decoded, dict) and decoded.get("kind") == "Status":
-        body = decoded
-    else:
-        body = {"message": raw[:512].decode("utf-8", "replace").strip()}
-    return error_from_status(
-        status,
-        body,
-        verb=verb,
-        resource=resource,
-        name=name,
-        namespace=namespace,
-        retry_after=retry_after,
-    )
+        return decoded
+    return {"message": raw[:512].decode("utf-8", "replace").strip()}
 
 
 def error_from_watch_status(status_obj: Mapping[str, Any], *, resource: str = "") -> ApiError:

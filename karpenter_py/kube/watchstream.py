@@ -15,7 +15,7 @@ from typing import Any, cast, get_args
 import aiohttp
 import orjson
 
-from karpenter_py.kube.errors import KubeTimeoutError, TransportError, error_from_watch_status
+from karpenter_py.kube.errors import TransportError, error_from_watch_status, transport_errors
 from karpenter_py.kube.objects import ERROR, EventType, WatchEvent
 
 _EVENT_TYPES = frozenset(get_args(EventType))
@@ -34,6 +34,7 @@ class WatchStream:
     ) -> None:
         self._resp = resp
         self._resource = resource
+        self._what = f"watch {resource}"
         self._deadline = deadline  # loop time; the server should have closed the stream by then
         self._buf = bytearray()
         self._scanned = 0  # bytes of _buf already searched for a newline
@@ -58,15 +59,9 @@ class WatchStream:
         self._resp.close()
 
     async def _fill(self) -> None:
-        try:
+        with transport_errors(self._what, "no end of stream by the deadline"):
             async with asyncio.timeout_at(self._deadline):
                 chunk = await self._resp.content.readany()
-        except TimeoutError as e:
-            raise KubeTimeoutError(
-                f"watch {self._resource}: no end of stream by the deadline"
-            ) from e
-        except (aiohttp.ClientError, OSError) as e:
-            raise TransportError(f"watch {self._resource}: {type(e).__name__}: {e}") from e
         if not chunk:
             if self._resp.connection is None and not self._resp.content.is_eof():
                 raise TransportError(f"watch {self._resource}: connection closed mid-stream")

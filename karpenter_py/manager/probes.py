@@ -25,13 +25,14 @@ import logging
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Final, Self
+from typing import Final
 
 import orjson
 from aiohttp import web
 
+from karpenter_py.aio.resource import AsyncResource
 from karpenter_py.aio.tasks import bounded
+from karpenter_py.manager.listener import listening_socket
 from karpenter_py.obs.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class BoundPorts:
     metrics: int
 
 
-class ProbeServers:
+class ProbeServers(AsyncResource):
     """``async with ProbeServers(...) as servers:`` serves until the block exits.
 
     ``readiness``: a callable (reported as ``caches-synced``) or named callables; all must return
@@ -170,19 +171,13 @@ class ProbeServers:
         await runner.setup()
         self._runners.append(runner)
         # We own the listening socket: if we are cancelled inside create_server (after it bound
-        # but before aiohttp recorded the server), stop() still closes it.
-        sock = socket.socket(
-            socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM
-        )
+        # but before aiohttp recorded the server), close() still closes it.
+        sock = listening_socket(self.host, port)
         self._sockets.append(sock)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, port))
-        sock.listen(128)
-        sock.setblocking(False)
         await web.SockSite(runner, sock).start()
         return int(sock.getsockname()[1])
 
-    async def start(self) -> BoundPorts:
+    async def open(self) -> BoundPorts:
         health_port, metrics_port = self._requested
         health_routes = [web.get("/healthz", self._healthz), web.get("/readyz", self._readyz)]
         metrics_routes = [
@@ -198,7 +193,7 @@ class ProbeServers:
                 bound_metrics = await self._start_site(metrics_routes, metrics_port)
                 self._ports = BoundPorts(health=bound_health, metrics=bound_metrics)
         except BaseException:
-            await self.stop()
+            await self.close()
             raise
         log.info(
             "serving probes and metrics",
@@ -206,7 +201,7 @@ class ProbeServers:
         )
         return self._ports
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
         """Close the listeners; bounded, and safe to call while being cancelled."""
         runners, self._runners = self._runners, []
         sockets, self._sockets = self._sockets, []
@@ -220,18 +215,6 @@ class ProbeServers:
         finally:
             for sock in sockets:
                 sock.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 async def serve(

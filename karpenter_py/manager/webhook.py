@@ -34,17 +34,18 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Final, Self
+from typing import Final
 
 import orjson
 from aiohttp import web
 
+from karpenter_py.aio.resource import AsyncResource
 from karpenter_py.kube import KubeClient
 from karpenter_py.kube.errors import AlreadyExistsError, ConflictError, KubeError, NotFoundError
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODEPOOLS, Resource
 from karpenter_py.manager.certs import CertBundle, make_bundle, not_after
+from karpenter_py.manager.listener import listening_socket
 from karpenter_py.model.api.conversionreview import (
     ReviewError,
     failure_response,
@@ -302,7 +303,7 @@ async def _no_nodepool(name: str) -> KubeObject | None:
     return None
 
 
-class WebhookServer:
+class WebhookServer(AsyncResource):
     """HTTPS ``/convert`` on ``host:port``; :meth:`use` swaps the certificate for new
     connections. Enter with ``async with`` after the first :meth:`use`. ``nodepool`` looks up
     the NodePools converting v1beta1 NodeClaims reads (none: every NodeClaim keeps the default
@@ -346,7 +347,7 @@ class WebhookServer:
         answer = review_response(review, nodepools)
         return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
-    async def __aenter__(self) -> Self:
+    async def open(self) -> None:
         if not self._loaded:
             raise RuntimeError("WebhookServer needs a certificate (use()) before it starts")
         app = web.Application()
@@ -354,25 +355,13 @@ class WebhookServer:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         self._runner = runner
-        sock = socket.socket(
-            socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM
-        )
+        sock = listening_socket(self.host, self.port)
         self._socket = sock
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        sock.listen(128)
-        sock.setblocking(False)
         await web.SockSite(runner, sock, ssl_context=self._ssl).start()
         self.port = int(sock.getsockname()[1])
         log.info("conversion webhook listening on %s:%d", self.host, self.port)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()

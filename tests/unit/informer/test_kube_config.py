@@ -21,7 +21,6 @@ from karpenter_py.kube.errors import (
     ServerError,
     TooManyRequestsError,
     UnauthorizedError,
-    error_from_body,
     error_from_status,
     error_from_watch_status,
 )
@@ -218,7 +217,7 @@ def test_watch_status_410_is_gone():
 
 
 def test_error_from_non_status_body():
-    err = error_from_body(502, b"<html>bad gateway</html>")
+    err = error_from_status(502, b"<html>bad gateway</html>")
     assert isinstance(err, ServerError)
     assert "bad gateway" in err.message
-    assert error_from_body(404, b"").message == ""
+    assert error_from_status(404, b"").message == ""

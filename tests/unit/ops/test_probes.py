@@ -141,7 +141,7 @@ async def test_port_in_use_fails_and_cleans_up():
             metrics_port=first.metrics_port,
         )
         with pytest.raises(OSError):
-            await clash.start()
+            await clash.open()
         with pytest.raises(RuntimeError):
             _ = clash.ports
 
