@@ -8,7 +8,7 @@ pkg/scheduling/requirement(s).go, including which undefined keys are tolerated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final
 
 from karpenter_py.model.core import SelectorRequirement
@@ -162,9 +162,9 @@ class Req:
     def intersect(self, other: Req) -> Req:
         if self is other or self == other:
             return self
-        gt = _max_opt(self.gt, other.gt)
-        lt = _min_opt(self.lt, other.lt)
-        mv = _max_opt(self.min_values, other.min_values)
+        gt = _tighter(max, self.gt, other.gt)
+        lt = _tighter(min, self.lt, other.lt)
+        mv = _tighter(max, self.min_values, other.min_values)
         if self.complement and other.complement:
             return Req(
                 self.key,
@@ -221,20 +221,13 @@ def _within(value: str, gt: int | None, lt: int | None) -> bool:
     return (gt is None or number > gt) and (lt is None or number < lt)
 
 
-def _max_opt(a: int | None, b: int | None) -> int | None:
+def _tighter(pick: Callable[[int, int], int], a: int | None, b: int | None) -> int | None:
+    """``pick`` (max or min) of two optional bounds; a missing bound yields to the other."""
     if a is None:
         return b
     if b is None:
         return a
-    return max(a, b)
-
-
-def _min_opt(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
+    return pick(a, b)
 
 
 _NEGATIVE_OPS: Final = frozenset({"NotIn", "DoesNotExist"})
