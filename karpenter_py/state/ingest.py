@@ -7,7 +7,7 @@ say) is skipped and remembered in ``Cluster.invalid`` instead of stopping the wa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
@@ -75,78 +75,83 @@ class _Sink(Generic[T]):
         self.cluster.mark_synced(self.kind)
 
 
-class NodeSink(_Sink[Node]):
+class _StoredSink(_Sink[T]):
+    """A kind the cluster stores as parsed values: deliveries go to its upsert, delete and
+    replace mutators. ``forget_unparseable``: an object that stops parsing is dropped (as if
+    deleted) rather than kept as it last parsed, for kinds where a stale value misleads more
+    than a missing one."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        parse: Callable[[RawObject], T],
+        upsert: Callable[[T], None],
+        delete: Callable[[str], None],
+        replace: Callable[[list[T]], None],
+        *,
+        forget_unparseable: bool = False,
+    ) -> None:
+        super().__init__(cluster)
+        self._parser = parse
+        self._upsert, self._delete, self._replace = upsert, delete, replace
+        self._forget_unparseable = forget_unparseable
+
+    def parse(self, obj: RawObject) -> T:
+        return self._parser(obj)
+
+    def upsert(self, obj: RawObject) -> None:
+        value = self._parse(obj)
+        if value is not None:
+            self._upsert(value)
+        elif self._forget_unparseable:
+            self._delete(object_key(obj))
+
+    def delete(self, obj: RawObject) -> None:
+        self._delete(object_key(obj))
+
+    def replace(self, objs: Sequence[RawObject]) -> None:
+        self._replace(self._parse_all(objs))
+
+
+class NodeSink(_StoredSink[Node]):
     kind = "nodes"
 
-    def parse(self, obj: RawObject) -> Node:
-        return node_from_dict(obj)
-
-    def upsert(self, obj: RawObject) -> None:
-        node = self._parse(obj)
-        if node is not None:
-            self.cluster.upsert_node(node)
-
-    def delete(self, obj: RawObject) -> None:
-        self.cluster.delete_node(object_key(obj))
-
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_nodes(self._parse_all(objs))
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        super().__init__(c, node_from_dict, c.upsert_node, c.delete_node, c.replace_nodes)
 
 
-class PodSink(_Sink[Pod]):
+class PodSink(_StoredSink[Pod]):
     kind = "pods"
 
-    def parse(self, obj: RawObject) -> Pod:
-        return pod_from_dict(obj)
-
-    def upsert(self, obj: RawObject) -> None:
-        pod = self._parse(obj)
-        if pod is not None:
-            self.cluster.upsert_pod(pod)
-
-    def delete(self, obj: RawObject) -> None:
-        self.cluster.delete_pod(object_key(obj))
-
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_pods(self._parse_all(objs))
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        super().__init__(c, pod_from_dict, c.upsert_pod, c.delete_pod, c.replace_pods)
 
 
-class NodeClaimSink(_Sink[NodeClaim]):
+class NodeClaimSink(_StoredSink[NodeClaim]):
     kind = "nodeclaims"
 
-    def parse(self, obj: RawObject) -> NodeClaim:
-        return NodeClaim.model_validate(obj)
-
-    def upsert(self, obj: RawObject) -> None:
-        nc = self._parse(obj)
-        if nc is not None:
-            self.cluster.upsert_nodeclaim(nc)
-
-    def delete(self, obj: RawObject) -> None:
-        self.cluster.delete_nodeclaim(object_key(obj))
-
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_nodeclaims(self._parse_all(objs))
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        parse = NodeClaim.model_validate
+        super().__init__(c, parse, c.upsert_nodeclaim, c.delete_nodeclaim, c.replace_nodeclaims)
 
 
-class NodePoolSink(_Sink[NodePool]):
+class NodePoolSink(_StoredSink[NodePool]):
     kind = "nodepools"
 
-    def parse(self, obj: RawObject) -> NodePool:
-        return NodePool.model_validate(obj)
-
-    def upsert(self, obj: RawObject) -> None:
-        np = self._parse(obj)
-        if np is not None:
-            self.cluster.upsert_nodepool(np)
-        else:
-            self.cluster.delete_nodepool(object_key(obj))
-
-    def delete(self, obj: RawObject) -> None:
-        self.cluster.delete_nodepool(object_key(obj))
-
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_nodepools(self._parse_all(objs))
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        parse = NodePool.model_validate
+        super().__init__(
+            c,
+            parse,
+            c.upsert_nodepool,
+            c.delete_nodepool,
+            c.replace_nodepools,
+            forget_unparseable=True,
+        )
 
 
 def daemonset_template(obj: RawObject) -> Pod:
@@ -240,79 +245,48 @@ def pdb_from_dict(obj: RawObject) -> PodDisruptionBudget:
     )
 
 
-class PDBSink(_Sink[PodDisruptionBudget]):
+class PDBSink(_StoredSink[PodDisruptionBudget]):
     kind = "pdbs"
 
-    def parse(self, obj: RawObject) -> PodDisruptionBudget:
-        return pdb_from_dict(obj)
-
-    def upsert(self, obj: RawObject) -> None:
-        pdb = self._parse(obj)
-        if pdb is not None:
-            self.cluster.upsert_pdb(pdb)
-
-    def delete(self, obj: RawObject) -> None:
-        self.cluster.delete_pdb(object_key(obj))
-
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_pdbs(self._parse_all(objs))
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        super().__init__(c, pdb_from_dict, c.upsert_pdb, c.delete_pdb, c.replace_pdbs)
 
 
-class PersistentVolumeClaimSink(_Sink[PersistentVolumeClaim]):
+# Storage: an unreadable claim, volume or class is as good as missing, so its pods get a clear
+# reason rather than a placement from stale facts.
+
+
+class PersistentVolumeClaimSink(_StoredSink[PersistentVolumeClaim]):
     kind = "persistentvolumeclaims"
 
-    def parse(self, obj: RawObject) -> PersistentVolumeClaim:
-        return pvc_from_dict(obj)
-
-    def upsert(self, obj: RawObject) -> None:
-        pvc = self._parse(obj)
-        if pvc is not None:
-            self.cluster.upsert_pvc(pvc)
-        else:  # an unreadable claim is as good as missing: its pods get a clear reason
-            self.cluster.delete_pvc(object_key(obj))
-
-    def delete(self, obj: RawObject) -> None:
-        self.cluster.delete_pvc(object_key(obj))
-
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_pvcs(self._parse_all(objs))
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        super().__init__(
+            c, pvc_from_dict, c.upsert_pvc, c.delete_pvc, c.replace_pvcs, forget_unparseable=True
+        )
 
 
-class PersistentVolumeSink(_Sink[PersistentVolume]):
+class PersistentVolumeSink(_StoredSink[PersistentVolume]):
     kind = "persistentvolumes"
 
-    def parse(self, obj: RawObject) -> PersistentVolume:
-        return pv_from_dict(obj)
-
-    def upsert(self, obj: RawObject) -> None:
-        pv = self._parse(obj)
-        if pv is not None:
-            self.cluster.upsert_pv(pv)
-        else:
-            self.cluster.delete_pv(object_key(obj))
-
-    def delete(self, obj: RawObject) -> None:
-        self.cluster.delete_pv(object_key(obj))
-
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_pvs(self._parse_all(objs))
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        super().__init__(
+            c, pv_from_dict, c.upsert_pv, c.delete_pv, c.replace_pvs, forget_unparseable=True
+        )
 
 
-class StorageClassSink(_Sink[StorageClass]):
+class StorageClassSink(_StoredSink[StorageClass]):
     kind = "storageclasses"
 
-    def parse(self, obj: RawObject) -> StorageClass:
-        return storage_class_from_dict(obj)
-
-    def upsert(self, obj: RawObject) -> None:
-        sc = self._parse(obj)
-        if sc is not None:
-            self.cluster.upsert_storage_class(sc)
-        else:
-            self.cluster.delete_storage_class(object_key(obj))
-
-    def delete(self, obj: RawObject) -> None:
-        self.cluster.delete_storage_class(object_key(obj))
-
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_storage_classes(self._parse_all(objs))
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        super().__init__(
+            c,
+            storage_class_from_dict,
+            c.upsert_storage_class,
+            c.delete_storage_class,
+            c.replace_storage_classes,
+            forget_unparseable=True,
+        )
