@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, ClassVar, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal, Required, TypedDict, Unpack
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
@@ -113,6 +113,15 @@ def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | N
     return None
 
 
+class ConditionChange(TypedDict, total=False):
+    """The keyword arguments of :func:`set_condition`, for callers that pass them through."""
+
+    now: Required[datetime]
+    reason: str
+    message: str
+    observed_generation: int | None
+
+
 def set_condition(
     conditions: list[Condition],
     type_: str,
@@ -176,24 +185,10 @@ class ConditionedStatus(KubeModel):
         return condition is not None and condition.status == CONDITION_TRUE
 
     def set_condition(
-        self,
-        type_: str,
-        status: ConditionStatus,
-        *,
-        now: datetime,
-        reason: str = "",
-        message: str = "",
-        observed_generation: int | None = None,
+        self, type_: str, status: ConditionStatus, **change: Unpack[ConditionChange]
     ) -> bool:
-        return set_condition(
-            self.conditions,
-            type_,
-            status,
-            now=now,
-            reason=reason,
-            message=message,
-            observed_generation=observed_generation,
-        )
+        """:func:`set_condition` on this status's conditions."""
+        return set_condition(self.conditions, type_, status, **change)
 
     def clear_condition(self, type_: str) -> bool:
         return clear_condition(self.conditions, type_)
