@@ -210,8 +210,21 @@ class Budget(KubeModel):
         return duration
 
 
-def _default_budgets() -> list[Budget]:
+def default_budgets() -> list[Budget]:
     return [Budget(nodes=DEFAULT_BUDGET_NODES)]
+
+
+# A pool's disruption budgets, both API versions (default: one budget of 10%).
+Budgets = Annotated[
+    list[Budget],
+    Field(max_length=50),
+    SchemaExtra(
+        {
+            CRD_DEFAULT: [{"nodes": DEFAULT_BUDGET_NODES}],
+            "x-kubernetes-validations": list(BUDGETS_CEL),
+        }
+    ),
+]
 
 
 class Disruption(KubeModel):
@@ -228,16 +241,7 @@ class Disruption(KubeModel):
         ConsolidationPolicy, SchemaExtra({CRD_DEFAULT: DEFAULT_CONSOLIDATION_POLICY})
     ] = Field(default=DEFAULT_CONSOLIDATION_POLICY, alias="consolidationPolicy")
     """Which nodes consolidation may act on: WhenEmpty, WhenEmptyOrUnderutilized or Balanced."""
-    budgets: Annotated[
-        list[Budget],
-        Field(max_length=50),
-        SchemaExtra(
-            {
-                CRD_DEFAULT: [{"nodes": DEFAULT_BUDGET_NODES}],
-                "x-kubernetes-validations": list(BUDGETS_CEL),
-            }
-        ),
-    ] = Field(default_factory=_default_budgets)
+    budgets: Budgets = Field(default_factory=default_budgets)
     """Disruption budgets; with several active, the most restrictive wins. Default: 10%."""
 
 

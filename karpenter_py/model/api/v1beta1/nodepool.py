@@ -20,12 +20,11 @@ from karpenter_py.model.api.common import (
 )
 from karpenter_py.model.api.meta import ObjectMeta
 from karpenter_py.model.api.nodepool import (
-    BUDGETS_CEL,
-    DEFAULT_BUDGET_NODES,
-    Budget,
+    Budgets,
     NodeClaimTemplateMetadata,
     NodePoolStatus,
     TemplateRequirements,
+    default_budgets,
 )
 from karpenter_py.model.api.v1beta1.common import NodeClaimSpecBase
 
@@ -78,10 +77,6 @@ _WHEN_EMPTY_NEEDS_AFTER: Final = (
 )
 
 
-def _default_budgets() -> list[Budget]:
-    return [Budget(nodes=DEFAULT_BUDGET_NODES)]
-
-
 class Disruption(KubeModel):
     """How and when Karpenter may disrupt the pool's nodes (v1beta1 layout)."""
 
@@ -109,16 +104,7 @@ class Disruption(KubeModel):
         Field(default=DEFAULT_EXPIRE_AFTER, alias="expireAfter")
     )
     """How long a node may live before it is replaced ('Never' to keep it)."""
-    budgets: Annotated[
-        list[Budget],
-        Field(max_length=50),
-        SchemaExtra(
-            {
-                CRD_DEFAULT: [{"nodes": DEFAULT_BUDGET_NODES}],
-                "x-kubernetes-validations": list(BUDGETS_CEL),
-            }
-        ),
-    ] = Field(default_factory=_default_budgets)
+    budgets: Budgets = Field(default_factory=default_budgets)
     """Disruption budgets; the most restrictive active one wins."""
 
     @model_validator(mode="after")
