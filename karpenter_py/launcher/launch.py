@@ -32,7 +32,7 @@ from karpenter_py.cloudprovider.errors import (
 )
 from karpenter_py.cloudprovider.protocol import CloudProvider
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.instancetype import InstanceType, OfferingKey
 from karpenter_py.model.labels import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -41,8 +41,6 @@ from karpenter_py.model.labels import (
 from karpenter_py.obs.metrics import Metrics
 
 log = logging.getLogger("karpenter.launcher")
-
-OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
 
 ICE_TTL = 180.0  # upstream's UnavailableOfferingsTTL
 RESULT_TTL = 3600.0  # launch results outlive any plausible cache lag by far
@@ -202,20 +200,10 @@ class Launcher:
                 "insufficient capacity",
                 extra={"nodeclaim": nodeclaim.name, "offerings": len(offerings), "error": str(e)},
             )
-            return LaunchOutcome(
-                LaunchStatus.DELETE,
-                reason=REASON_INSUFFICIENT_CAPACITY,
-                message=str(e),
-                event_reason="InsufficientCapacityError",
-            )
+            return _deleted(REASON_INSUFFICIENT_CAPACITY, e, "InsufficientCapacityError")
         except NodeClassNotReadyError as e:
             self._cloud_error("NodeClassNotReadyError")
-            return LaunchOutcome(
-                LaunchStatus.DELETE,
-                reason=REASON_NODECLASS_NOT_READY,
-                message=str(e),
-                event_reason="NodeClassNotReady",
-            )
+            return _deleted(REASON_NODECLASS_NOT_READY, e, "NodeClassNotReady")
         except CreateError as e:
             self._cloud_error("CreateError")
             return self._retry(uid, e.reason, str(e))
@@ -255,6 +243,13 @@ class Launcher:
         if len(self._results) < 1024:
             return
         self._results = {k: r for k, r in self._results.items() if now - r.at < RESULT_TTL}
+
+
+def _deleted(reason: str, error: Exception, event_reason: str) -> LaunchOutcome:
+    """The NodeClaim can never launch as it is: delete it, saying why (metric reason, event)."""
+    return LaunchOutcome(
+        LaunchStatus.DELETE, reason=reason, message=str(error), event_reason=event_reason
+    )
 
 
 def _offerings_of(nodeclaim: NodeClaim) -> tuple[OfferingKey, ...]:

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE
 from karpenter_py.model.quantity import Resources
 
+# One offering of one instance type, as the ICE cache and cloud errors name it.
+OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
+
 
 @dataclass(frozen=True, slots=True)
 class Offering:
