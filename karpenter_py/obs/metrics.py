@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import platform
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Final, Generic, Self, TypeVar, overload
 
 from prometheus_client import (
     CollectorRegistry,
@@ -48,7 +48,6 @@ __all__ = [
 # would grow a ``<name>_created`` sibling that upstream dashboards have never seen.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
-NAMESPACE: Final = "karpenter"
 # What generate_latest() writes is the classic text format; say so the way client_golang does
 # (newer prometheus_client advertises version=1.0.0, which older scrapers may not know).
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -108,337 +107,364 @@ _CLIENT_VERB: Final = {
 }
 
 
+# controller-runtime names each work queue after its controller and labels it with both.
+_WORKQUEUE: Final = ("name", "controller")
+
+_M = TypeVar("_M", Counter, Gauge, Histogram, Summary)
+
+
+class _Declared(Generic[_M]):
+    """A metric declared on :class:`Metrics`: how to build it on an instance's own registry.
+
+    Reading the attribute on an instance never reaches :meth:`__get__` (the built metric sits in
+    the instance's ``__dict__``, which wins over a non-data descriptor); ``__get__`` is here to
+    give the attribute its metric type."""
+
+    def __init__(self, build: Callable[[CollectorRegistry], _M]) -> None:
+        self.build: Callable[[CollectorRegistry], _M] = build
+
+    @overload
+    def __get__(self, obj: None, owner: type[object]) -> Self: ...
+    @overload
+    def __get__(self, obj: object, owner: type[object]) -> _M: ...
+    def __get__(self, obj: object | None, owner: type[object]) -> Self | _M:
+        if obj is None:
+            return self
+        raise AttributeError("metrics are built by Metrics.__init__")
+
+
+def _counter(name: str, doc: str, labels: Sequence[str] = ()) -> _Declared[Counter]:
+    return _Declared(lambda r: Counter(name, doc, labelnames=labels, registry=r))
+
+
+def _gauge(name: str, doc: str, labels: Sequence[str] = ()) -> _Declared[Gauge]:
+    return _Declared(lambda r: Gauge(name, doc, labelnames=labels, registry=r))
+
+
+def _histogram(
+    name: str, doc: str, labels: Sequence[str] = (), buckets: Sequence[float] = DURATION_BUCKETS
+) -> _Declared[Histogram]:
+    return _Declared(lambda r: Histogram(name, doc, labelnames=labels, buckets=buckets, registry=r))
+
+
+def _summary(name: str, doc: str, labels: Sequence[str] = ()) -> _Declared[Summary]:
+    return _Declared(lambda r: Summary(name, doc, labelnames=labels, registry=r))
+
+
 class Metrics:
     """Every metric the controller exports, registered on one private registry.
 
-    Attribute names drop the ``karpenter_`` prefix and the ``_total`` suffix; the exported names
-    are upstream's (see each attribute's first argument).
+    Each metric is declared once, below, as a class attribute (exported name, help, labels);
+    every instance builds all of them on its own registry. Attribute names drop the
+    ``karpenter_`` prefix and the ``_total`` suffix; the exported names are upstream's.
     """
+
+    # ---- build
+    build_info = _gauge(
+        "karpenter_build_info",
+        "A metric with a constant '1' value labeled by version from which karpenter was built.",
+        ("version", "goversion", "goarch", "commit"),
+    )
+
+    # ---- nodeclaims
+    nodeclaims_created = _counter(
+        "karpenter_nodeclaims_created_total",
+        "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim "
+        "was created, the owning nodepool, and if min values was relaxed for this nodeclaim.",
+        ("reason", "nodepool", "min_values_relaxed"),
+    )
+    nodeclaims_terminated = _counter(
+        "karpenter_nodeclaims_terminated_total",
+        "Number of nodeclaims terminated in total by Karpenter. Labeled by the owning "
+        "nodepool, capacity type, and zone.",
+        ("nodepool", "capacity_type", "zone"),
+    )
+    nodeclaims_disrupted = _counter(
+        "karpenter_nodeclaims_disrupted_total",
+        "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the "
+        "nodeclaim was disrupted and the owning nodepool.",
+        ("reason", "nodepool", "capacity_type"),
+    )
+    nodeclaims_termination_duration = _histogram(
+        "karpenter_nodeclaims_termination_duration_seconds",
+        "Duration of NodeClaim termination in seconds.",
+        ("nodepool",),
+    )
+    nodeclaims_instance_termination_duration = _histogram(
+        "karpenter_nodeclaims_instance_termination_duration_seconds",
+        "Duration of CloudProvider Instance termination in seconds.",
+        ("nodepool",),
+    )
+
+    # ---- nodes
+    nodes_created = _counter(
+        "karpenter_nodes_created_total",
+        "Number of nodes created in total by Karpenter. Labeled by owning nodepool and zone.",
+        ("nodepool", "zone"),
+    )
+    nodes_terminated = _counter(
+        "karpenter_nodes_terminated_total",
+        "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool and zone.",
+        ("nodepool", "zone"),
+    )
+    nodes_drained = _counter(
+        "karpenter_nodes_drained_total",
+        "The total number of nodes drained by Karpenter",
+        ("nodepool",),
+    )
+    nodes_termination_duration = _summary(
+        "karpenter_nodes_termination_duration_seconds",
+        "The time taken between a node's deletion request and the removal of its finalizer",
+        ("nodepool",),
+    )
+    nodes_lifetime_duration = _histogram(
+        "karpenter_nodes_lifetime_duration_seconds",
+        "The lifetime duration of the nodes since creation.",
+        ("nodepool",),
+        LIFETIME_BUCKETS,
+    )
+
+    # ---- pods
+    pods_state = _gauge(
+        "karpenter_pods_state",
+        "Pod state is the current state of pods. This metric can be used several ways as it "
+        "is labeled by the pod name, namespace, owner, node, nodepool name, zone, "
+        "architecture, capacity type, instance type and pod phase.",
+        POD_STATE_LABELS,
+    )
+    pods_startup_duration = _summary(
+        "karpenter_pods_startup_duration_seconds",
+        "The time from pod creation until the pod is running.",
+    )
+    pods_bound_duration = _histogram(
+        "karpenter_pods_bound_duration_seconds",
+        "The time from pod creation until the pod is bound.",
+    )
+    pods_scheduling_decision_duration = _histogram(
+        "karpenter_pods_scheduling_decision_duration_seconds",
+        "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
+    )
+    pods_eviction_requests = _counter(
+        "karpenter_pods_eviction_requests_total",
+        "The total number of pod eviction requests made by Karpenter, labeled by response code",
+        ("code",),
+    )
+    pods_drained = _counter(
+        "karpenter_pods_drained_total",
+        "The total number of pods drained during node termination by Karpenter, labeled by reason",
+        ("reason",),
+    )
+
+    # ---- nodepools
+    nodepools_usage = _gauge(
+        "karpenter_nodepools_usage",
+        "The amount of resources that have been provisioned for a nodepool. Labeled by "
+        "nodepool name and resource type.",
+        ("resource_type", "nodepool"),
+    )
+    nodepools_limit = _gauge(
+        "karpenter_nodepools_limit",
+        "Limits specified on the nodepool that restrict the quantity of resources "
+        "provisioned. Labeled by nodepool name and resource type.",
+        ("resource_type", "nodepool"),
+    )
+
+    # ---- voluntary disruption (upstream's pkg/controllers/disruption/metrics.go names)
+    nodepools_allowed_disruptions = _gauge(
+        "karpenter_nodepools_allowed_disruptions",
+        "The number of nodes for a given NodePool that can be concurrently disrupting at a "
+        "point in time. Labeled by NodePool and disruption reason.",
+        ("nodepool", "reason"),
+    )
+    voluntary_disruption_decisions = _counter(
+        "karpenter_voluntary_disruption_decisions_total",
+        "Number of disruption decisions performed. Labeled by disruption decision, reason, "
+        "and consolidation type.",
+        ("decision", "reason", "consolidation_type"),
+    )
+    voluntary_disruption_eligible_nodes = _gauge(
+        "karpenter_voluntary_disruption_eligible_nodes",
+        "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
+        ("reason",),
+    )
+    voluntary_disruption_decision_evaluation_duration = _histogram(
+        "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+        "Duration of the disruption decision evaluation process in seconds. Labeled by "
+        "method and consolidation type.",
+        ("method", "consolidation_type"),
+    )
+    voluntary_disruption_consolidation_timeouts = _counter(
+        "karpenter_voluntary_disruption_consolidation_timeouts_total",
+        "Number of times the Consolidation algorithm has reached a timeout. Labeled by "
+        "consolidation type.",
+        ("consolidation_type",),
+    )
+    voluntary_disruption_failed_validations = _counter(
+        "karpenter_voluntary_disruption_failed_validations_total",
+        "Number of candidates that were selected for disruption but failed validation. "
+        "Labeled by consolidation type.",
+        ("consolidation_type",),
+    )
+    voluntary_disruption_queue_failures = _counter(
+        "karpenter_voluntary_disruption_queue_failures_total",
+        "The number of times that an enqueued disruption decision failed. Labeled by "
+        "disruption method.",
+        ("decision", "reason", "consolidation_type"),
+    )
+
+    # ---- scheduler
+    scheduler_scheduling_duration = _histogram(
+        "karpenter_scheduler_scheduling_duration_seconds",
+        "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
+        ("controller",),
+    )
+    scheduler_queue_depth = _gauge(
+        "karpenter_scheduler_queue_depth",
+        "The number of pods currently waiting to be scheduled.",
+        ("controller", "scheduling_id"),
+    )
+    scheduler_unfinished_work = _gauge(
+        "karpenter_scheduler_unfinished_work_seconds",
+        "How many seconds of work has been done that is in progress and hasn't been observed "
+        "by scheduling_duration_seconds.",
+        ("controller", "scheduling_id"),
+    )
+    scheduler_unschedulable_pods = _gauge(
+        "karpenter_scheduler_unschedulable_pods_count",
+        "The number of unschedulable Pods.",
+        ("controller",),
+    )
+    scheduler_ignored_pods = _gauge(
+        "karpenter_scheduler_ignored_pods_count",
+        "Number of pods ignored during scheduling by Karpenter",
+    )
+
+    # ---- cluster state
+    cluster_state_synced = _gauge(
+        "karpenter_cluster_state_synced",
+        "Returns 1 if cluster state is synced and 0 otherwise. Synced checks that nodeclaims "
+        "and nodes that are stored in the APIServer have the same representation as "
+        "Karpenter's cluster state",
+    )
+    cluster_state_node_count = _gauge(
+        "karpenter_cluster_state_node_count", "Current count of nodes in cluster state"
+    )
+    cluster_state_unsynced_time = _gauge(
+        "karpenter_cluster_state_unsynced_time_seconds",
+        "The time for which cluster state is not synced",
+    )
+
+    # ---- cloud provider
+    cloudprovider_duration = _histogram(
+        "karpenter_cloudprovider_duration_seconds",
+        "Duration of cloud provider method calls. Labeled by the controller, method name "
+        "and provider.",
+        ("controller", "method", "provider"),
+    )
+    cloudprovider_errors = _counter(
+        "karpenter_cloudprovider_errors_total",
+        "Total number of errors returned from CloudProvider calls.",
+        ("controller", "method", "provider", "error"),
+    )
+
+    # ---- client-go (operatorpkg's names)
+    client_go_requests = _counter(
+        "client_go_request_total",
+        "Number of HTTP requests, partitioned by status code and method.",
+        ("code", "method"),
+    )
+    client_go_request_duration = _histogram(
+        "client_go_request_duration_seconds",
+        "Request latency in seconds. Broken down by verb, group, version, kind, and subresource.",
+        ("verb", "group", "version", "kind", "subresource"),
+        CLIENT_BUCKETS,
+    )
+
+    # ---- controller-runtime style work queues and reconcilers
+    workqueue_depth = _gauge("workqueue_depth", "Current depth of workqueue", _WORKQUEUE)
+    workqueue_adds = _counter(
+        "workqueue_adds_total", "Total number of adds handled by workqueue", _WORKQUEUE
+    )
+    workqueue_queue_duration = _histogram(
+        "workqueue_queue_duration_seconds",
+        "How long in seconds an item stays in workqueue before being requested",
+        _WORKQUEUE,
+        WORKQUEUE_BUCKETS,
+    )
+    workqueue_work_duration = _histogram(
+        "workqueue_work_duration_seconds",
+        "How long in seconds processing an item from workqueue takes.",
+        _WORKQUEUE,
+        WORKQUEUE_BUCKETS,
+    )
+    workqueue_retries = _counter(
+        "workqueue_retries_total", "Total number of retries handled by workqueue", _WORKQUEUE
+    )
+    workqueue_unfinished_work = _gauge(
+        "workqueue_unfinished_work_seconds",
+        "How many seconds of work has been done that is in progress and hasn't been "
+        "observed by work_duration.",
+        _WORKQUEUE,
+    )
+    workqueue_longest_running_processor = _gauge(
+        "workqueue_longest_running_processor_seconds",
+        "How many seconds has the longest running processor for workqueue been running.",
+        _WORKQUEUE,
+    )
+    reconcile_total = _counter(
+        "controller_runtime_reconcile_total",
+        "Total number of reconciliations per controller",
+        ("controller", "result"),
+    )
+    reconcile_errors = _counter(
+        "controller_runtime_reconcile_errors_total",
+        "Total number of reconciliation errors per controller",
+        ("controller",),
+    )
+    reconcile_time = _histogram(
+        "controller_runtime_reconcile_time_seconds",
+        "Length of time per reconciliation per controller",
+        ("controller",),
+    )
+
+    # ---- leader election (client-go's leaderelection metrics provider)
+    leader_election_master_status = _gauge(
+        "leader_election_master_status",
+        "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+        "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+        ("name",),
+    )
+
+    # ---- interruption (AWS SQS queue; upstream's provider-aws interruption metrics)
+    interruption_received_messages = _counter(
+        "karpenter_interruption_received_messages_total",
+        "Count of messages received from the SQS queue. Broken down by message type and "
+        "whether the message was actionable.",
+        ("message_type",),
+    )
+    interruption_deleted_messages = _counter(
+        "karpenter_interruption_deleted_messages_total",
+        "Count of messages deleted from the SQS queue.",
+    )
+    interruption_message_queue_duration = _histogram(
+        "karpenter_interruption_message_queue_duration_seconds",
+        "Amount of time an interruption message is on the queue before it is processed by "
+        "karpenter.",
+    )
 
     def __init__(self, *, version: str = "unknown", commit: str = "") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-
-        def counter(name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
-            return Counter(name, doc, labelnames=labels, registry=r)
-
-        def gauge(name: str, doc: str, labels: Sequence[str] = ()) -> Gauge:
-            return Gauge(name, doc, labelnames=labels, registry=r)
-
-        def histogram(
-            name: str,
-            doc: str,
-            labels: Sequence[str] = (),
-            buckets: Sequence[float] = DURATION_BUCKETS,
-        ) -> Histogram:
-            return Histogram(name, doc, labelnames=labels, buckets=buckets, registry=r)
-
-        k = NAMESPACE
-        # ---- build
-        self.build_info = gauge(
-            f"{k}_build_info",
-            "A metric with a constant '1' value labeled by version from which karpenter was built.",
-            ("version", "goversion", "goarch", "commit"),
-        )
+        # Registered in declaration order (the order /metrics lists them). Each lands in the
+        # instance's __dict__, so reading ``metrics.x`` costs no descriptor call.
+        for attr, declared in vars(Metrics).items():
+            if isinstance(declared, _Declared):
+                setattr(self, attr, declared.build(self.registry))
         self.build_info.labels(
             version=version,
             goversion=f"python{platform.python_version()}",
             goarch=platform.machine(),
             commit=commit,
         ).set(1)
-
-        # ---- nodeclaims
-        self.nodeclaims_created = counter(
-            f"{k}_nodeclaims_created_total",
-            "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim "
-            "was created, the owning nodepool, and if min values was relaxed for this nodeclaim.",
-            ("reason", "nodepool", "min_values_relaxed"),
-        )
-        self.nodeclaims_terminated = counter(
-            f"{k}_nodeclaims_terminated_total",
-            "Number of nodeclaims terminated in total by Karpenter. Labeled by the owning "
-            "nodepool, capacity type, and zone.",
-            ("nodepool", "capacity_type", "zone"),
-        )
-        self.nodeclaims_disrupted = counter(
-            f"{k}_nodeclaims_disrupted_total",
-            "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the "
-            "nodeclaim was disrupted and the owning nodepool.",
-            ("reason", "nodepool", "capacity_type"),
-        )
-        self.nodeclaims_termination_duration = histogram(
-            f"{k}_nodeclaims_termination_duration_seconds",
-            "Duration of NodeClaim termination in seconds.",
-            ("nodepool",),
-        )
-        self.nodeclaims_instance_termination_duration = histogram(
-            f"{k}_nodeclaims_instance_termination_duration_seconds",
-            "Duration of CloudProvider Instance termination in seconds.",
-            ("nodepool",),
-        )
-
-        # ---- nodes
-        self.nodes_created = counter(
-            f"{k}_nodes_created_total",
-            "Number of nodes created in total by Karpenter. Labeled by owning nodepool and zone.",
-            ("nodepool", "zone"),
-        )
-        self.nodes_terminated = counter(
-            f"{k}_nodes_terminated_total",
-            "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool and "
-            "zone.",
-            ("nodepool", "zone"),
-        )
-        self.nodes_drained = counter(
-            f"{k}_nodes_drained_total",
-            "The total number of nodes drained by Karpenter",
-            ("nodepool",),
-        )
-        self.nodes_termination_duration = Summary(
-            f"{k}_nodes_termination_duration_seconds",
-            "The time taken between a node's deletion request and the removal of its finalizer",
-            labelnames=("nodepool",),
-            registry=r,
-        )
-        self.nodes_lifetime_duration = histogram(
-            f"{k}_nodes_lifetime_duration_seconds",
-            "The lifetime duration of the nodes since creation.",
-            ("nodepool",),
-            LIFETIME_BUCKETS,
-        )
-
-        # ---- pods
-        self.pods_state = gauge(
-            f"{k}_pods_state",
-            "Pod state is the current state of pods. This metric can be used several ways as it "
-            "is labeled by the pod name, namespace, owner, node, nodepool name, zone, "
-            "architecture, capacity type, instance type and pod phase.",
-            POD_STATE_LABELS,
-        )
-        self.pods_startup_duration = Summary(
-            f"{k}_pods_startup_duration_seconds",
-            "The time from pod creation until the pod is running.",
-            registry=r,
-        )
-        self.pods_bound_duration = histogram(
-            f"{k}_pods_bound_duration_seconds",
-            "The time from pod creation until the pod is bound.",
-        )
-        self.pods_scheduling_decision_duration = histogram(
-            f"{k}_pods_scheduling_decision_duration_seconds",
-            "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
-        )
-        self.pods_eviction_requests = counter(
-            f"{k}_pods_eviction_requests_total",
-            "The total number of pod eviction requests made by Karpenter, labeled by response code",
-            ("code",),
-        )
-        self.pods_drained = counter(
-            f"{k}_pods_drained_total",
-            "The total number of pods drained during node termination by Karpenter, labeled by "
-            "reason",
-            ("reason",),
-        )
-
-        # ---- nodepools
-        self.nodepools_usage = gauge(
-            f"{k}_nodepools_usage",
-            "The amount of resources that have been provisioned for a nodepool. Labeled by "
-            "nodepool name and resource type.",
-            ("resource_type", "nodepool"),
-        )
-        self.nodepools_limit = gauge(
-            f"{k}_nodepools_limit",
-            "Limits specified on the nodepool that restrict the quantity of resources "
-            "provisioned. Labeled by nodepool name and resource type.",
-            ("resource_type", "nodepool"),
-        )
-
-        # ---- voluntary disruption (upstream's pkg/controllers/disruption/metrics.go names)
-        self.nodepools_allowed_disruptions = gauge(
-            f"{k}_nodepools_allowed_disruptions",
-            "The number of nodes for a given NodePool that can be concurrently disrupting at a "
-            "point in time. Labeled by NodePool and disruption reason.",
-            ("nodepool", "reason"),
-        )
-        self.voluntary_disruption_decisions = counter(
-            f"{k}_voluntary_disruption_decisions_total",
-            "Number of disruption decisions performed. Labeled by disruption decision, reason, "
-            "and consolidation type.",
-            ("decision", "reason", "consolidation_type"),
-        )
-        self.voluntary_disruption_eligible_nodes = gauge(
-            f"{k}_voluntary_disruption_eligible_nodes",
-            "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
-            ("reason",),
-        )
-        self.voluntary_disruption_decision_evaluation_duration = histogram(
-            f"{k}_voluntary_disruption_decision_evaluation_duration_seconds",
-            "Duration of the disruption decision evaluation process in seconds. Labeled by "
-            "method and consolidation type.",
-            ("method", "consolidation_type"),
-        )
-        self.voluntary_disruption_consolidation_timeouts = counter(
-            f"{k}_voluntary_disruption_consolidation_timeouts_total",
-            "Number of times the Consolidation algorithm has reached a timeout. Labeled by "
-            "consolidation type.",
-            ("consolidation_type",),
-        )
-        self.voluntary_disruption_failed_validations = counter(
-            f"{k}_voluntary_disruption_failed_validations_total",
-            "Number of candidates that were selected for disruption but failed validation. "
-            "Labeled by consolidation type.",
-            ("consolidation_type",),
-        )
-        self.voluntary_disruption_queue_failures = counter(
-            f"{k}_voluntary_disruption_queue_failures_total",
-            "The number of times that an enqueued disruption decision failed. Labeled by "
-            "disruption method.",
-            ("decision", "reason", "consolidation_type"),
-        )
-
-        # ---- scheduler
-        self.scheduler_scheduling_duration = histogram(
-            f"{k}_scheduler_scheduling_duration_seconds",
-            "Duration of scheduling simulations used for deprovisioning and provisioning in "
-            "seconds.",
-            ("controller",),
-        )
-        self.scheduler_queue_depth = gauge(
-            f"{k}_scheduler_queue_depth",
-            "The number of pods currently waiting to be scheduled.",
-            ("controller", "scheduling_id"),
-        )
-        self.scheduler_unfinished_work = gauge(
-            f"{k}_scheduler_unfinished_work_seconds",
-            "How many seconds of work has been done that is in progress and hasn't been observed "
-            "by scheduling_duration_seconds.",
-            ("controller", "scheduling_id"),
-        )
-        self.scheduler_unschedulable_pods = gauge(
-            f"{k}_scheduler_unschedulable_pods_count",
-            "The number of unschedulable Pods.",
-            ("controller",),
-        )
-        self.scheduler_ignored_pods = gauge(
-            f"{k}_scheduler_ignored_pods_count",
-            "Number of pods ignored during scheduling by Karpenter",
-        )
-
-        # ---- cluster state
-        self.cluster_state_synced = gauge(
-            f"{k}_cluster_state_synced",
-            "Returns 1 if cluster state is synced and 0 otherwise. Synced checks that nodeclaims "
-            "and nodes that are stored in the APIServer have the same representation as "
-            "Karpenter's cluster state",
-        )
-        self.cluster_state_node_count = gauge(
-            f"{k}_cluster_state_node_count", "Current count of nodes in cluster state"
-        )
-        self.cluster_state_unsynced_time = gauge(
-            f"{k}_cluster_state_unsynced_time_seconds",
-            "The time for which cluster state is not synced",
-        )
-
-        # ---- cloud provider
-        self.cloudprovider_duration = histogram(
-            f"{k}_cloudprovider_duration_seconds",
-            "Duration of cloud provider method calls. Labeled by the controller, method name "
-            "and provider.",
-            ("controller", "method", "provider"),
-        )
-        self.cloudprovider_errors = counter(
-            f"{k}_cloudprovider_errors_total",
-            "Total number of errors returned from CloudProvider calls.",
-            ("controller", "method", "provider", "error"),
-        )
-
-        # ---- client-go (operatorpkg's names)
-        self.client_go_requests = counter(
-            "client_go_request_total",
-            "Number of HTTP requests, partitioned by status code and method.",
-            ("code", "method"),
-        )
-        self.client_go_request_duration = histogram(
-            "client_go_request_duration_seconds",
-            "Request latency in seconds. Broken down by verb, group, version, kind, and "
-            "subresource.",
-            ("verb", "group", "version", "kind", "subresource"),
-            CLIENT_BUCKETS,
-        )
-
-        # ---- controller-runtime style work queues and reconcilers
-        wq = ("name", "controller")
-        self.workqueue_depth = gauge("workqueue_depth", "Current depth of workqueue", wq)
-        self.workqueue_adds = counter(
-            "workqueue_adds_total", "Total number of adds handled by workqueue", wq
-        )
-        self.workqueue_queue_duration = histogram(
-            "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested",
-            wq,
-            WORKQUEUE_BUCKETS,
-        )
-        self.workqueue_work_duration = histogram(
-            "workqueue_work_duration_seconds",
-            "How long in seconds processing an item from workqueue takes.",
-            wq,
-            WORKQUEUE_BUCKETS,
-        )
-        self.workqueue_retries = counter(
-            "workqueue_retries_total", "Total number of retries handled by workqueue", wq
-        )
-        self.workqueue_unfinished_work = gauge(
-            "workqueue_unfinished_work_seconds",
-            "How many seconds of work has been done that is in progress and hasn't been "
-            "observed by work_duration.",
-            wq,
-        )
-        self.workqueue_longest_running_processor = gauge(
-            "workqueue_longest_running_processor_seconds",
-            "How many seconds has the longest running processor for workqueue been running.",
-            wq,
-        )
-        self.reconcile_total = counter(
-            "controller_runtime_reconcile_total",
-            "Total number of reconciliations per controller",
-            ("controller", "result"),
-        )
-        self.reconcile_errors = counter(
-            "controller_runtime_reconcile_errors_total",
-            "Total number of reconciliation errors per controller",
-            ("controller",),
-        )
-        self.reconcile_time = histogram(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            ("controller",),
-        )
-
-        # ---- leader election (client-go's leaderelection metrics provider)
-        self.leader_election_master_status = gauge(
-            "leader_election_master_status",
-            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
-            "backup, 1 indicates master. 'name' is the string used to identify the lease.",
-            ("name",),
-        )
-
-        # ---- interruption (AWS SQS queue; upstream's provider-aws interruption metrics)
-        self.interruption_received_messages = counter(
-            f"{k}_interruption_received_messages_total",
-            "Count of messages received from the SQS queue. Broken down by message type and "
-            "whether the message was actionable.",
-            ("message_type",),
-        )
-        self.interruption_deleted_messages = counter(
-            f"{k}_interruption_deleted_messages_total",
-            "Count of messages deleted from the SQS queue.",
-        )
-        self.interruption_message_queue_duration = histogram(
-            f"{k}_interruption_message_queue_duration_seconds",
-            "Amount of time an interruption message is on the queue before it is processed by "
-            "karpenter.",
-        )
 
     # ------------------------------------------------------------------ helpers
 
