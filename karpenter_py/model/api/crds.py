@@ -27,7 +27,6 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.api.v1beta1 import EC2NodeClass as EC2NodeClassV1beta1
 from karpenter_py.model.api.v1beta1 import NodeClaim as NodeClaimV1beta1
 from karpenter_py.model.api.v1beta1 import NodePool as NodePoolV1beta1
-from karpenter_py.model.labels import AWS_GROUP, GROUP, KWOK_GROUP
 
 CATEGORY: Final = "karpenter"
 
@@ -69,29 +68,49 @@ class PrinterColumn:
         return out
 
 
+def _type_meta(model: type[BaseModel]) -> tuple[str, str, str]:
+    """(group, version, kind) from the model's own ``apiVersion`` and ``kind`` defaults."""
+    api_version = str(model.model_fields["api_version"].default)
+    group, _, version = api_version.rpartition("/")
+    return group, version, str(model.model_fields["kind"].default)
+
+
 @dataclass(frozen=True)
 class ServedVersion:
     """An older version the CRD serves beside the storage version (converted by the webhook)."""
 
-    version: str
     model: type[BaseModel]
     printer_columns: tuple[PrinterColumn, ...] = ()
+
+    @property
+    def version(self) -> str:
+        return _type_meta(self.model)[1]
 
 
 @dataclass(frozen=True)
 class Kind:
-    """Everything about one kind's CRD that is not in its schema."""
+    """Everything about one kind's CRD that is not in its schema; the group, version and kind
+    are the model's (its ``apiVersion`` and ``kind`` defaults)."""
 
     model: type[BaseModel]
-    group: str
-    version: str
-    kind: str
     plural: str
     short_names: tuple[str, ...] = ()
     printer_columns: tuple[PrinterColumn, ...] = ()
     scale: tuple[str, str] | None = None  # (specReplicasPath, statusReplicasPath)
     categories: tuple[str, ...] = (CATEGORY,)
     older: tuple[ServedVersion, ...] = ()
+
+    @property
+    def group(self) -> str:
+        return _type_meta(self.model)[0]
+
+    @property
+    def version(self) -> str:
+        return _type_meta(self.model)[1]
+
+    @property
+    def kind(self) -> str:
+        return _type_meta(self.model)[2]
 
     @property
     def name(self) -> str:
@@ -109,9 +128,6 @@ _AGE = PrinterColumn("Age", ".metadata.creationTimestamp", "date")
 KINDS: Final = (
     Kind(
         model=NodePool,
-        group=GROUP,
-        version="v1",
-        kind="NodePool",
         plural="nodepools",
         printer_columns=(
             PrinterColumn("NodeClass", ".spec.template.spec.nodeClassRef.name"),
@@ -125,7 +141,6 @@ KINDS: Final = (
         scale=(".spec.replicas", ".status.nodes"),
         older=(
             ServedVersion(
-                "v1beta1",
                 NodePoolV1beta1,
                 (PrinterColumn("NodeClass", ".spec.template.spec.nodeClassRef.name"), _AGE),
             ),
@@ -133,9 +148,6 @@ KINDS: Final = (
     ),
     Kind(
         model=NodeClaim,
-        group=GROUP,
-        version="v1",
-        kind="NodeClaim",
         plural="nodeclaims",
         printer_columns=(
             PrinterColumn("Type", ".metadata.labels.node\\.kubernetes\\.io/instance-type"),
@@ -152,7 +164,6 @@ KINDS: Final = (
         ),
         older=(
             ServedVersion(
-                "v1beta1",
                 NodeClaimV1beta1,
                 (
                     PrinterColumn("Node", ".status.nodeName"),
@@ -164,9 +175,6 @@ KINDS: Final = (
     ),
     Kind(
         model=EC2NodeClass,
-        group=AWS_GROUP,
-        version="v1",
-        kind="EC2NodeClass",
         plural="ec2nodeclasses",
         short_names=("ec2nc", "ec2ncs"),
         printer_columns=(
@@ -174,15 +182,10 @@ KINDS: Final = (
             _AGE,
             PrinterColumn("Role", ".spec.role", priority=1),
         ),
-        older=(
-            ServedVersion("v1beta1", EC2NodeClassV1beta1, (PrinterColumn("Ready", _READY), _AGE)),
-        ),
+        older=(ServedVersion(EC2NodeClassV1beta1, (PrinterColumn("Ready", _READY), _AGE)),),
     ),
     Kind(
         model=KWOKNodeClass,
-        group=KWOK_GROUP,
-        version="v1alpha1",
-        kind="KWOKNodeClass",
         plural="kwoknodeclasses",
         short_names=("kwoknc", "kwokncs"),
     ),
