@@ -9,7 +9,7 @@ batches are deterministic. Timing uses the event loop clock, so looptime can fak
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -20,6 +20,31 @@ K = TypeVar("K", bound=Hashable)
 class BatcherStatistics:
     pending: int
     batches: int
+
+
+async def wait_quiet(
+    arrived: asyncio.Event,
+    *,
+    idle: float,
+    max_window: float,
+    closed: Callable[[], bool] = lambda: False,
+) -> None:
+    """Return once ``arrived`` has not been set for ``idle`` seconds, ``max_window`` seconds
+    after the call, or as soon as ``closed()`` (checked after each arrival) says so.
+
+    Clears ``arrived`` as it goes: whoever sets it only announces "one more came"."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_window
+    while not closed():
+        arrived.clear()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return
+        try:
+            async with asyncio.timeout(min(idle, remaining)):
+                await arrived.wait()
+        except TimeoutError:
+            return  # idle (or max) window elapsed with no new arrival
 
 
 class Batcher(Generic[K]):
@@ -47,18 +72,7 @@ class Batcher(Generic[K]):
         while not self._keys:
             self._triggered.clear()
             await self._triggered.wait()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.max_window
-        while True:
-            self._triggered.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                async with asyncio.timeout(min(self.idle, remaining)):
-                    await self._triggered.wait()
-            except TimeoutError:
-                break  # idle (or max) window elapsed with no new trigger
+        await wait_quiet(self._triggered, idle=self.idle, max_window=self.max_window)
         batch = tuple(self._keys)
         self._keys.clear()
         self._triggered.clear()
