@@ -9,10 +9,10 @@ was woken for (the provisioner reads the parsed Pod), however the controllers ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from karpenter_py.controllers.runtime import EVERY_NODECLASS, Watch
+from karpenter_py.controllers.runtime import EVERY_NODECLASS, ObjectHandler, Watch
 from karpenter_py.informer.events import Sink
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import Resource
@@ -38,36 +38,48 @@ class Kind:
         return watch.kind == self.resource
 
 
+def _each(upsert: ObjectHandler) -> Callable[[Sequence[KubeObject]], None]:
+    """A trigger without a list handler takes the first list as one upsert per object."""
+
+    def replace(objs: Sequence[KubeObject]) -> None:
+        for obj in objs:
+            upsert(obj)
+
+    return replace
+
+
 class IngestThenNotify:
     """A Sink applying each delivery to ``ingest`` first, then to each watch in turn."""
 
     def __init__(self, ingest: Sequence[Sink], watches: Sequence[Watch]) -> None:
         self.ingest = tuple(ingest)
         self.watches = tuple(watches)
+        self._upserts = [w.upsert for w in watches if w.upsert is not None]
+        self._deletes = [w.delete for w in watches if w.delete is not None]
+        self._replaces: list[Callable[[Sequence[KubeObject]], None]] = []
+        for w in watches:
+            if w.replace is not None:
+                self._replaces.append(w.replace)
+            elif w.upsert is not None:
+                self._replaces.append(_each(w.upsert))
 
     def upsert(self, obj: KubeObject) -> None:
         for sink in self.ingest:
             sink.upsert(obj)
-        for watch in self.watches:
-            if watch.upsert is not None:
-                watch.upsert(obj)
+        for handler in self._upserts:
+            handler(obj)
 
     def delete(self, obj: KubeObject) -> None:
         for sink in self.ingest:
             sink.delete(obj)
-        for watch in self.watches:
-            if watch.delete is not None:
-                watch.delete(obj)
+        for handler in self._deletes:
+            handler(obj)
 
     def replace(self, objs: Sequence[KubeObject]) -> None:
         for sink in self.ingest:
             sink.replace(objs)
-        for watch in self.watches:
-            if watch.replace is not None:
-                watch.replace(objs)
-            elif watch.upsert is not None:
-                for obj in objs:  # a trigger takes the first list as one upsert per object
-                    watch.upsert(obj)
+        for handler in self._replaces:
+            handler(objs)
 
     def synced(self) -> None:
         # Only the state tracks "listed once"; triggers have nothing to mark.

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -40,6 +39,8 @@ from pydantic import ValidationError
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.aws.clients import is_aws_error
 from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver, ResolvedNodeClass
+from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
+from karpenter_py.controllers.conditions import ready_rollup, set_conditions
 from karpenter_py.controllers.runtime import QueueController, Result, Watch, WorkerMetrics
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import NotFoundError
@@ -59,11 +60,8 @@ from karpenter_py.model.api.ec2nodeclass import (
 )
 from karpenter_py.model.api.meta import (
     CONDITION_FALSE,
-    CONDITION_READY,
     CONDITION_TRUE,
     Condition,
-    ConditionStatus,
-    set_condition,
 )
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.labels import AWS_FINALIZER_TERMINATION, AWS_GROUP
@@ -79,21 +77,12 @@ READY_DEPENDENTS: Final = (
     CONDITION_INSTANCE_PROFILE_READY,
     CONDITION_VALIDATION_SUCCEEDED,
 )
-REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
 REQUEUE_SECONDS: Final = 60.0
 WAIT_SECONDS: Final = 10.0  # re-check of a deleting class still referenced by NodeClaims
 VERSION_TTL: Final = 300.0
 
 
 # ----------------------------------------------------------------------------- decisions (pure)
-
-
-@dataclass(frozen=True, slots=True)
-class DesiredCondition:
-    type: str
-    status: ConditionStatus
-    reason: str
-    message: str = ""
 
 
 def desired_conditions(failures: Mapping[str, Failure]) -> list[DesiredCondition]:
@@ -105,14 +94,7 @@ def desired_conditions(failures: Mapping[str, Failure]) -> list[DesiredCondition
             out.append(DesiredCondition(type_, CONDITION_TRUE, type_))
         else:
             out.append(DesiredCondition(type_, CONDITION_FALSE, failure.reason, failure.message))
-    unhealthy = [c for c in out if c.status != CONDITION_TRUE]
-    if unhealthy:
-        message = ", ".join(f"{c.type}={c.status}" for c in unhealthy)
-        out.append(
-            DesiredCondition(CONDITION_READY, CONDITION_FALSE, REASON_UNHEALTHY_DEPENDENTS, message)
-        )
-    else:
-        out.append(DesiredCondition(CONDITION_READY, CONDITION_TRUE, CONDITION_READY))
+    out.append(ready_rollup(out))
     return out
 
 
@@ -124,18 +106,7 @@ def apply_conditions(
     generation: int | None,
 ) -> list[Condition]:
     """``current`` with ``desired`` set (others kept; lastTransitionTime moves on flips only)."""
-    out = [c.model_copy() for c in current]
-    for d in desired:
-        set_condition(
-            out,
-            d.type,
-            d.status,
-            now=now,
-            reason=d.reason,
-            message=d.message,
-            observed_generation=generation,
-        )
-    return out
+    return set_conditions(current, desired, now=now, generation=generation)[0]
 
 
 def status_body(

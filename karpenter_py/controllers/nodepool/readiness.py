@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
 from pydantic import ValidationError
 
+from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
+from karpenter_py.controllers.conditions import ready_rollup, set_conditions
 from karpenter_py.controllers.runtime import EVERY_NODECLASS, QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
@@ -57,8 +58,6 @@ from karpenter_py.model.api.meta import (
     CONDITION_READY,
     CONDITION_TRUE,
     Condition,
-    ConditionStatus,
-    set_condition,
 )
 from karpenter_py.model.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpenter_py.model.api.nodepool import (
@@ -79,7 +78,6 @@ log = logging.getLogger("karpenter.nodepool.readiness")
 REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
 REASON_NODECLASS_NOT_FOUND: Final = "NodeClassNotFound"
 REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
-REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
 
 # The conditions that roll up into Ready, in the order their names appear in Ready's message.
 READY_DEPENDENTS: Final = (CONDITION_VALIDATION_SUCCEEDED, CONDITION_NODE_CLASS_READY)
@@ -88,14 +86,6 @@ INVALID_PREFIX: Final = "nodepools/"  # Cluster.invalid key prefix written by No
 
 
 # ----------------------------------------------------------------------------- decisions (pure)
-
-
-@dataclass(frozen=True, slots=True)
-class DesiredCondition:
-    type: str
-    status: ConditionStatus
-    reason: str
-    message: str = ""
 
 
 def nodeclass_key(np: NodePool) -> NodeClassKey:
@@ -165,17 +155,7 @@ def readiness_conditions(
             validation_error[:MAX_MESSAGE],
         )
     nodeclass_cond = _nodeclass_condition(nodeclass, nodeclass_ready)
-    unhealthy = [c for c in (validation, nodeclass_cond) if c.status != CONDITION_TRUE]
-    if not unhealthy:
-        ready = DesiredCondition(CONDITION_READY, CONDITION_TRUE, CONDITION_READY)
-    else:
-        ready = DesiredCondition(
-            CONDITION_READY,
-            CONDITION_FALSE,
-            REASON_UNHEALTHY_DEPENDENTS,
-            ", ".join(f"{c.type}={c.status}" for c in unhealthy),
-        )
-    return validation, nodeclass_cond, ready
+    return validation, nodeclass_cond, ready_rollup((validation, nodeclass_cond))
 
 
 def updated_conditions(
@@ -187,18 +167,7 @@ def updated_conditions(
 ) -> list[Condition] | None:
     """``current`` with ``desired`` applied (other condition types kept, order kept, new ones
     appended), or None when that changes nothing."""
-    out = [c.model_copy() for c in current]
-    changed = False
-    for d in desired:
-        changed |= set_condition(
-            out,
-            d.type,
-            d.status,
-            now=now,
-            reason=d.reason,
-            message=d.message,
-            observed_generation=generation,
-        )
+    out, changed = set_conditions(current, desired, now=now, generation=generation)
     return out if changed else None
 
 
