@@ -176,7 +176,7 @@ async def run_workers(
 # ----------------------------------------------------------------------------- what wakes a controller
 
 # Stands for every NodeClass kind the cloud provider supports (which ones is the manager's to know).
-EVERY_NODECLASS: Final = "nodeclasses"
+EVERY_NODECLASS: Final[Literal["nodeclasses"]] = "nodeclasses"
 
 ObjectHandler = Callable[[KubeObject], None]
 
