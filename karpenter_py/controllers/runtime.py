@@ -1,8 +1,13 @@
-"""Running object reconcilers: N workers pulling keys from a coalescing work queue.
+"""Running controllers: what wakes them, and N workers pulling keys from a coalescing work queue.
 
-Shared by every controller package (they never import each other). A reconciler returns a
-``Result`` (requeue after a delay, or nothing); an exception requeues the key with per-key
-exponential backoff, as controller-runtime does, and is logged once per failure.
+Shared by every controller package (they never import each other). A :class:`Controller` is what
+the manager keeps in its one flat list: a name, the kinds it watches (:class:`Watch`: which
+deliveries of a kind's reflector it hears and how each maps to its work) and a leader-only
+``run``. Most are a :class:`QueueController`: triggers put keys on its queue, workers reconcile
+them once the cluster state has synced.
+
+A reconciler returns a ``Result`` (requeue after a delay, or nothing); an exception requeues the
+key with per-key exponential backoff, as controller-runtime does, and is logged once per failure.
 
 With a :class:`WorkerMetrics` (``obs.metrics.Metrics`` is one), every reconcile is counted and
 timed by result (``controller_runtime_reconcile_*``), and the queue reports its depth, adds,
@@ -16,12 +21,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Literal, Protocol
 
+from karpenter_py.aio.clock import Clock, RealClock
 from karpenter_py.informer.ratelimit import default_controller_rate_limiter
 from karpenter_py.informer.workqueue import QueueClosedError, WorkQueue
+from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import ConflictError
+from karpenter_py.kube.objects import KubeObject, metadata
+from karpenter_py.kube.resources import Resource
+from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -159,3 +171,117 @@ async def run_workers(
             ticker.cancel()  # the queue closed and every worker returned
     if report is not None:
         report.report()
+
+
+# ----------------------------------------------------------------------------- what wakes a controller
+
+# Stands for every NodeClass kind the cloud provider supports (which ones is the manager's to know).
+EVERY_NODECLASS: Final[Literal["nodeclasses"]] = "nodeclasses"
+
+ObjectHandler = Callable[[KubeObject], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """One kind a controller watches, and what each delivery of it does (usually: which keys go
+    on the controller's queue).
+
+    The manager calls the handlers synchronously from the kind's reflector, always *after* the
+    cluster state has taken in the same delivery, so a handler may read the object (or anything
+    it changed) back from state. ``replace`` is the first list; without it each listed object goes
+    to ``upsert``. Objects are the shared wire dicts: read-only.
+    """
+
+    kind: Resource | Literal["nodeclasses"]
+    upsert: ObjectHandler | None = None
+    delete: ObjectHandler | None = None
+    replace: Callable[[Sequence[KubeObject]], None] | None = None
+
+
+class Controller(Protocol):
+    """What the manager runs: its kinds are watched on every replica, ``run`` only on the leader."""
+
+    @property
+    def name(self) -> str: ...
+
+    def watches(self) -> Sequence[Watch]: ...
+
+    async def run(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Background:
+    """A leader-only loop that watches nothing (the event recorder, a price refresh), so it can
+    stand in the controller list beside the rest."""
+
+    name: str
+    loop: Callable[[], Awaitable[None]]
+
+    def watches(self) -> Sequence[Watch]:
+        return ()
+
+    async def run(self) -> None:
+        await self.loop()
+
+
+def name_of(obj: KubeObject) -> str:
+    """``metadata.name`` of a wire object ("" when it has none)."""
+    return str(metadata(obj).get("name") or "")
+
+
+async def wait_synced(cluster: Cluster, *, poll: float = 0.1) -> None:
+    """Hold decisions until every informer has listed once (architecture rule): before that an
+    object may merely not be seen yet. Polls the loop, not the injected clock: this is plumbing,
+    not a decision timer (cluster mutators are sync and signal nothing, hence a poll)."""
+    while True:
+        if cluster.synced():
+            return
+        await asyncio.sleep(poll)
+
+
+class QueueController(ABC):
+    """A controller whose triggers put keys on its own work queue and whose ``run`` reconciles
+    them with ``workers`` workers (``default_workers`` unless given) once the cluster state has
+    synced.
+
+    Subclasses set ``name`` and ``default_workers``, declare :meth:`watches` and implement
+    :meth:`reconcile`; one that needs more than the client, the cluster and a clock takes it in
+    its own ``__init__``. The queue's failed keys back off from ``backoff_base`` to
+    ``backoff_max`` seconds."""
+
+    name: str = ""
+    default_workers: int = 10
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cluster: Cluster,
+        *,
+        clock: Clock | None = None,
+        metrics: WorkerMetrics | None = None,
+        workers: int | None = None,
+        backoff_base: float = 0.1,
+        backoff_max: float = 10.0,
+    ) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self.metrics = metrics
+        self.workers = workers if workers is not None else self.default_workers
+        self.queue = new_queue(self.name, base=backoff_base, maximum=backoff_max)
+
+    def watches(self) -> Sequence[Watch]:
+        return ()
+
+    def enqueue(self, obj: KubeObject) -> None:
+        """The trigger most watches use: the object's own name is the key."""
+        name = name_of(obj)
+        if name:
+            self.queue.add(name)
+
+    async def run(self) -> None:
+        await wait_synced(self.cluster)
+        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
+
+    @abstractmethod
+    async def reconcile(self, key: str) -> Result | None: ...

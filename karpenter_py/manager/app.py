@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -31,6 +30,7 @@ from karpenter_py.controllers.nodeclass.status import KubernetesVersion, NodeCla
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
 from karpenter_py.controllers.nodepool.readiness import NodePoolReadiness
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
+from karpenter_py.controllers.runtime import Background, Controller
 from karpenter_py.controllers.termination.eviction import EvictionQueue
 from karpenter_py.controllers.termination.node import NodeTermination
 from karpenter_py.controllers.termination.nodeclaim import NodeClaimTermination
@@ -64,6 +64,7 @@ from karpenter_py.manager.leader import LeaderElector, Leadership, default_ident
 from karpenter_py.manager.probes import serve
 from karpenter_py.manager.settings import Settings
 from karpenter_py.manager.statemetrics import SchedulingMetrics, run_state_metrics
+from karpenter_py.manager.wiring import Kind, kind_sinks
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.catalog import instance_types_from_kwok_json, kwok_catalog
@@ -84,7 +85,6 @@ from karpenter_py.state.ingest import (
     PersistentVolumeSink,
     PodSink,
     StorageClassSink,
-    object_key,
 )
 
 log = logging.getLogger("karpenter.manager")
@@ -205,215 +205,141 @@ class App:
             options=options,
             spot_to_spot=settings.feature_gates.spot_to_spot_consolidation,
         )
-        self._build_lifecycle()
+        self.gc = NodeClaimGarbageCollector(
+            client, self.cluster, self.cloud, self.recorder, clock=self.clock, metrics=self.metrics
+        )
+        self.controllers = self._controllers()
         self.reflectors = self._reflectors()
 
-    def _build_lifecycle(self) -> None:
-        client, cluster, cloud, clock, metrics = (
+    # ------------------------------------------------------------------ controllers
+    def _controllers(self) -> list[Controller]:
+        """Every controller, in one list as upstream's controllers.go keeps them. Each declares
+        what wakes it (``watches()``); each runs while this replica leads."""
+        client, cluster, cloud, clock, metrics, rec = (
             self.client,
             self.cluster,
             self.cloud,
             self.clock,
             self.metrics,
+            self.recorder,
         )
-        rec = self.recorder
-        self.lifecycle = NodeClaimLifecycle(
-            client, cluster, cloud, self.launcher, rec, clock=clock, metrics=metrics
-        )
-        self.gc = NodeClaimGarbageCollector(
-            client, cluster, cloud, rec, clock=clock, metrics=metrics
-        )
-        self.nodeclaim_termination = NodeClaimTermination(
-            client, cluster, cloud, rec, clock=clock, metrics=metrics, launcher=self.launcher
-        )
-        self.evictions = EvictionQueue(client, rec, metrics=metrics)
-        self.node_termination = NodeTermination(
-            client, cluster, cloud, self.evictions, rec, clock=clock, metrics=metrics
-        )
-        self.expiration = NodeClaimExpiration(
-            client, cluster, cloud, rec, clock=clock, metrics=metrics
-        )
-        # Consolidatable and Drifted conditions, which disruption reads.
-        self.nodeclaim_disruption = NodeClaimDisruption(
-            client, cluster, cloud, rec, clock=clock, metrics=metrics
-        )
-        self.readiness = NodePoolReadiness(client, cluster, clock=clock, metrics=metrics)
-        self.counter = NodePoolCounter(client, cluster, clock=clock, metrics=metrics)
-        self.podevents = NodeClaimPodEvents(client, cluster, clock=clock, metrics=metrics)
-        self.consistency = NodeClaimConsistency(client, cluster, rec, clock=clock, metrics=metrics)
-        self._build_aws()
+        evictions = EvictionQueue(client, rec, metrics=metrics)
+        return [
+            Background("events", rec.run),
+            self.provisioner,
+            NodeClaimLifecycle(
+                client, cluster, cloud, self.launcher, rec, clock=clock, metrics=metrics
+            ),
+            self.gc,
+            NodeClaimTermination(
+                client, cluster, cloud, rec, clock=clock, metrics=metrics, launcher=self.launcher
+            ),
+            evictions,
+            NodeTermination(client, cluster, cloud, evictions, rec, clock=clock, metrics=metrics),
+            NodePoolCounter(client, cluster, clock=clock, metrics=metrics),
+            NodePoolReadiness(client, cluster, clock=clock, metrics=metrics),
+            NodeClaimExpiration(client, cluster, cloud, rec, clock=clock, metrics=metrics),
+            # Consolidatable and Drifted conditions, which disruption reads.
+            NodeClaimDisruption(client, cluster, cloud, rec, clock=clock, metrics=metrics),
+            self.disruption,
+            NodeClaimPodEvents(client, cluster, clock=clock, metrics=metrics),
+            NodeClaimConsistency(client, cluster, rec, clock=clock, metrics=metrics),
+            *self._aws_controllers(),
+        ]
 
-    def _build_aws(self) -> None:
-        """EC2NodeClass status, instance tagging and interruption (aws provider only)."""
-        self.nodeclass_status: NodeClassStatus | None = None
-        self.tagging: NodeClaimTagging | None = None
-        self.interruption: Interruption | None = None
+    def _aws_controllers(self) -> list[Controller]:
+        """EC2NodeClass status, instance tagging, interruption and the refresh of the provider's
+        prices and instance types (aws provider only)."""
         aws = self.aws
         if aws is None:
-            return
+            return []
         resolver = NodeClassResolver(
             aws.clients,
             aws.cluster.name,
             kubernetes_version=KubernetesVersion(self.client, clock=self.clock),
             clock=self.clock,
         )
-        self.nodeclass_status = NodeClassStatus(
-            self.client,
-            self.cluster,
-            resolver,
-            self.recorder,
-            clock=self.clock,
-            metrics=self.metrics,
-        )
-        self.tagging = NodeClaimTagging(
-            self.client,
-            self.cluster,
-            aws.provider,
-            cluster_name=aws.cluster.name,
-            metrics=self.metrics,
-        )
-        if aws.queue is not None:
-            self.interruption = Interruption(
-                aws.queue,
+        out: list[Controller] = [
+            NodeClassStatus(
                 self.client,
                 self.cluster,
-                self.launcher.unavailable,
+                resolver,
                 self.recorder,
                 clock=self.clock,
                 metrics=self.metrics,
-                replace_on_rebalance=self.settings.interruption_replace_on_rebalance,
+            ),
+            NodeClaimTagging(
+                self.client,
+                self.cluster,
+                aws.provider,
+                cluster_name=aws.cluster.name,
+                metrics=self.metrics,
+            ),
+            Background("aws.pricing", aws.pricing.run),
+            Background("aws.instancetypes", aws.instance_types.run),
+        ]
+        if aws.queue is not None:
+            out.append(
+                Interruption(
+                    aws.queue,
+                    self.client,
+                    self.cluster,
+                    self.launcher.unavailable,
+                    self.recorder,
+                    clock=self.clock,
+                    metrics=self.metrics,
+                    replace_on_rebalance=self.settings.interruption_replace_on_rebalance,
+                )
             )
+        return out
 
     # ------------------------------------------------------------------ wiring
-    def _reflector(self, resource: Resource, name: str, sinks: Sequence[Sink]) -> Reflector:
-        return Reflector(KubeListWatch(self.client, resource), name=name, sinks=sinks)
-
     def _reflectors(self) -> list[Reflector]:
-        # State sinks first: triggers read the model the state sink just updated.
+        """One reflector per kind; the state takes each delivery in before any controller hears
+        it (``wiring.IngestThenNotify``)."""
         c = self.cluster
-        return [
-            self._reflector(
-                NODES,
-                "nodes",
-                [
-                    NodeSink(c),
-                    CallbackSink(on_upsert=self._on_node),
-                    CallbackSink(on_upsert=self.lifecycle.on_node),
-                    CallbackSink(
-                        on_upsert=self.node_termination.on_node,
-                        on_delete=self.nodeclaim_termination.on_node_deleted,
-                    ),
-                    CallbackSink(on_upsert=self.counter.on_node, on_delete=self.counter.on_node),
-                ],
-            ),
-            self._reflector(
-                NODECLAIMS,
-                "nodeclaims",
-                [
-                    NodeClaimSink(c),
-                    CallbackSink(
-                        on_upsert=self.lifecycle.on_nodeclaim,
-                        on_delete=self.lifecycle.on_nodeclaim_deleted,
-                    ),
-                    CallbackSink(on_upsert=self.nodeclaim_termination.on_nodeclaim),
-                    CallbackSink(on_upsert=self.expiration.on_nodeclaim),
-                    CallbackSink(
-                        on_upsert=self.nodeclaim_disruption.on_nodeclaim,
-                        on_delete=self.nodeclaim_disruption.on_nodeclaim_deleted,
-                    ),
-                    CallbackSink(
-                        on_upsert=self.consistency.on_nodeclaim,
-                        on_delete=self.consistency.on_nodeclaim_deleted,
-                    ),
-                    CallbackSink(
-                        on_upsert=self.counter.on_nodeclaim, on_delete=self.counter.on_nodeclaim
-                    ),
-                    *self._aws_nodeclaim_sinks(),
-                ],
-            ),
-            self._reflector(
-                PODS,
-                "pods",
-                [
-                    PodSink(c),
-                    CallbackSink(on_upsert=self._on_pod),
-                    CallbackSink(
-                        on_upsert=self.node_termination.on_pod,
-                        on_delete=self.node_termination.on_pod,
-                    ),
-                    CallbackSink(
-                        on_upsert=self.podevents.on_pod,
-                        on_delete=self.podevents.on_pod_deleted,
-                        on_replace=self.podevents.on_pods_listed,
-                    ),
-                ],
-            ),
-            self._reflector(
-                NODEPOOLS,
-                "nodepools",
-                [
-                    NodePoolSink(c),
-                    CallbackSink(on_upsert=self.counter.on_nodepool),
-                    CallbackSink(on_upsert=self.readiness.on_nodepool),
-                    CallbackSink(on_upsert=self.nodeclaim_disruption.on_nodepool),
-                ],
-            ),
-            self._reflector(DAEMONSETS, "daemonsets", [DaemonSetSink(c)]),
-            self._reflector(PODDISRUPTIONBUDGETS, "pdbs", [PDBSink(c)]),
+        kinds = [
+            Kind(NODES, [NodeSink(c)]),
+            Kind(NODECLAIMS, [NodeClaimSink(c)]),
+            Kind(PODS, [PodSink(c)]),
+            Kind(NODEPOOLS, [NodePoolSink(c)]),
+            Kind(DAEMONSETS, [DaemonSetSink(c)]),
+            Kind(PODDISRUPTIONBUDGETS, [PDBSink(c)], name="pdbs"),
             # Volume topology: where the volumes pending pods mount can attach.
-            self._reflector(
-                PERSISTENTVOLUMECLAIMS, "persistentvolumeclaims", [PersistentVolumeClaimSink(c)]
-            ),
-            self._reflector(PERSISTENTVOLUMES, "persistentvolumes", [PersistentVolumeSink(c)]),
-            self._reflector(STORAGECLASSES, "storageclasses", [StorageClassSink(c)]),
-            *self._nodeclass_reflectors(),
-            self._reflector(NAMESPACES, "namespaces", [CallbackSink(on_upsert=self._on_namespace)]),
+            Kind(PERSISTENTVOLUMECLAIMS, [PersistentVolumeClaimSink(c)]),
+            Kind(PERSISTENTVOLUMES, [PersistentVolumeSink(c)]),
+            Kind(STORAGECLASSES, [StorageClassSink(c)]),
+            *self._nodeclass_kinds(),
+            Kind(NAMESPACES, [CallbackSink(on_upsert=self._on_namespace)]),
+        ]
+        watches = [
+            *self.scheduling_metrics.watches(),
+            *(watch for controller in self.controllers for watch in controller.watches()),
+        ]
+        return [
+            Reflector(
+                KubeListWatch(self.client, kind.resource), name=kind.reflector_name, sinks=[sink]
+            )
+            for kind, sink in kind_sinks(kinds, watches)
         ]
 
-    def _nodeclass_reflectors(self) -> list[Reflector]:
-        """One reflector per NodeClass kind the cloud provider supports."""
+    def _nodeclass_kinds(self) -> list[Kind]:
+        """One kind per NodeClass kind the cloud provider supports."""
         out = []
         for ref in self.cloud.supported_node_classes():
             resource, model = NODECLASS_KINDS[(ref.group, ref.kind)]
-            sink = NodeClassSink(self.cluster, group=ref.group, kind=ref.kind, model=model)
-            readiness = CallbackSink(
-                on_upsert=self.readiness.on_nodeclass, on_delete=self.readiness.on_nodeclass
-            )
-            sinks: list[Sink] = [sink, readiness]
+            ingest: list[Sink] = [
+                NodeClassSink(self.cluster, group=ref.group, kind=ref.kind, model=model)
+            ]
             if self.aws is not None and ref.group == AWS_GROUP:
-                store = self.aws.nodeclasses
-                sinks.append(
+                store = self.aws.nodeclasses  # the AWS provider's own EC2NodeClass cache
+                ingest.append(
                     CallbackSink(
                         on_upsert=store.upsert, on_delete=store.delete, on_replace=store.replace
                     )
                 )
-            if self.nodeclass_status is not None and ref.group == AWS_GROUP:
-                sinks.append(
-                    CallbackSink(
-                        on_upsert=self.nodeclass_status.on_nodeclass,
-                        on_delete=self.nodeclass_status.on_nodeclass_deleted,
-                    )
-                )
-            out.append(self._reflector(resource, resource.plural, sinks))
+            out.append(Kind(resource, ingest, nodeclass=True))
         return out
-
-    def _aws_nodeclaim_sinks(self) -> list[Sink]:
-        out: list[Sink] = []
-        if self.tagging is not None:
-            out.append(CallbackSink(on_upsert=self.tagging.on_nodeclaim))
-        if self.nodeclass_status is not None:
-            out.append(CallbackSink(on_delete=self.nodeclass_status.on_nodeclaim_deleted))
-        return out
-
-    def _on_pod(self, obj: KubeObject) -> None:
-        pod = self.cluster.pods.get(object_key(obj))
-        if pod is not None:
-            self.scheduling_metrics.pod_seen(pod)
-            self.provisioner.on_pod(pod)
-
-    def _on_node(self, obj: KubeObject) -> None:
-        if obj.get("metadata", {}).get("deletionTimestamp"):
-            self.provisioner.on_node_deleting(object_key(obj))
 
     def _on_namespace(self, obj: KubeObject) -> None:
         meta = obj.get("metadata", {})
@@ -429,28 +355,10 @@ class App:
                 tg.create_task(r.run())
 
     async def run_decisions(self) -> None:
-        """Everything that writes decisions; run only by the leader."""
+        """Every controller; run only by the leader."""
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.recorder.run())
-            tg.create_task(self.provisioner.run())
-            tg.create_task(self.lifecycle.run())
-            tg.create_task(self.gc.run())
-            tg.create_task(self.nodeclaim_termination.run())
-            tg.create_task(self.evictions.run())
-            tg.create_task(self.node_termination.run())
-            tg.create_task(self.counter.run())
-            tg.create_task(self.readiness.run())
-            tg.create_task(self.expiration.run())
-            tg.create_task(self.nodeclaim_disruption.run())
-            tg.create_task(self.disruption.run())
-            tg.create_task(self.podevents.run())
-            tg.create_task(self.consistency.run())
-            for worker in (self.nodeclass_status, self.tagging, self.interruption):
-                if worker is not None:
-                    tg.create_task(worker.run())
-            if self.aws is not None:
-                tg.create_task(self.aws.pricing.run())
-                tg.create_task(self.aws.instance_types.run())
+            for controller in self.controllers:
+                tg.create_task(controller.run())
 
     async def run(self, *, identity: str | None = None, host: str = "0.0.0.0") -> None:
         """Probes, informers and cluster-state metrics on every replica; decisions only while

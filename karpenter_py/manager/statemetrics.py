@@ -13,7 +13,7 @@ as the leader's) and every ``interval`` seconds refreshes, as upstream's metrics
 
 :class:`SchedulingMetrics` is the provisioner's ``observe`` hook (``karpenter_scheduler_*`` and
 ``karpenter_pods_scheduling_decision_duration_seconds``); the manager tells it when a
-provisionable pod is first seen (:meth:`SchedulingMetrics.pod_seen`).
+provisionable pod is first seen (:meth:`SchedulingMetrics.pod_seen`, through its pod watch).
 
 Not derivable here: ``karpenter_pods_bound_duration_seconds`` needs the PodScheduled condition's
 transition time, which the slim Pod view does not keep.
@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Final
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.controllers.provisioning.provisioner import RoundResult
+from karpenter_py.controllers.runtime import Watch
+from karpenter_py.kube.objects import KubeObject
+from karpenter_py.kube.resources import PODS
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod
 from karpenter_py.model.labels import (
@@ -40,6 +44,7 @@ from karpenter_py.model.labels import (
 from karpenter_py.model.quantity import QuantityError, parse_resource
 from karpenter_py.obs.metrics import Gauge, Metrics
 from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.ingest import object_key
 from karpenter_py.state.snapshot import is_provisionable
 
 log = logging.getLogger("karpenter.metrics")
@@ -222,6 +227,14 @@ class SchedulingMetrics:
         self._seen: dict[str, tuple[str, float]] = {}  # pod key -> (uid, first seen)
         self._decided: dict[str, str] = {}  # pod key -> uid
         self._scheduling_id: str | None = None
+
+    def watches(self) -> Sequence[Watch]:
+        return (Watch(PODS, upsert=self._pod_changed),)
+
+    def _pod_changed(self, obj: KubeObject) -> None:
+        pod = self.cluster.pods.get(object_key(obj))  # taken in by the state already
+        if pod is not None:
+            self.pod_seen(pod)
 
     def pod_seen(self, pod: Pod) -> None:
         """Every pod upsert (cheap; only provisionable, undecided pods are remembered)."""

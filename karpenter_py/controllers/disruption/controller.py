@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -56,6 +56,7 @@ from karpenter_py.controllers.disruption.queue import (
     set_disruption_reason,
 )
 from karpenter_py.controllers.disruption.types import Command, Decision, Method, Reason
+from karpenter_py.controllers.runtime import Watch, wait_synced
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.events import WARNING, EventRecorder, object_ref
 from karpenter_py.launcher.round import RoundRunner
@@ -148,9 +149,12 @@ class Disruption:
         self._gauge_pools: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ loop
+    def watches(self) -> Sequence[Watch]:
+        return ()  # a periodic pass over the whole cluster state: nothing wakes it
+
     async def run(self) -> None:
         """Disrupt forever; owned by the manager's leader-gated TaskGroup."""
-        await self.wait_synced()
+        await wait_synced(self.cluster)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.queue.run())
             await self.queue.wait_running()
@@ -166,14 +170,6 @@ class Disruption:
                     await asyncio.sleep(0)  # a checkpoint, then straight into the next pass
                 else:
                     await self.clock.sleep(self.period)
-
-    async def wait_synced(self) -> None:
-        """Hold every decision until each informer has listed once (architecture rule). Cluster
-        mutators are sync and signal nothing, hence a poll of the loop (not the injected clock)."""
-        while True:
-            if self.cluster.synced():
-                return
-            await asyncio.sleep(0.1)
 
     async def reconcile(self) -> bool:
         """One pass; True when a command was handed to the queue."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Final, Protocol
 
@@ -37,6 +38,7 @@ from karpenter_py.cloudprovider.aws.messages import (
     StateChange,
     parse_message,
 )
+from karpenter_py.controllers.runtime import Watch, wait_synced
 from karpenter_py.kube.errors import ConflictError, NotFoundError
 from karpenter_py.kube.events import NORMAL, WARNING, EventRecorder, EventType, object_ref
 from karpenter_py.kube.objects import KubeObject
@@ -131,6 +133,8 @@ def instance_id_of(provider_id: str) -> str:
 
 
 class Interruption:
+    name = "interruption"
+
     def __init__(
         self,
         queue: QueuePort,
@@ -157,19 +161,15 @@ class Interruption:
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
 
     # ------------------------------------------------------------------ loop
+    def watches(self) -> Sequence[Watch]:
+        return ()  # woken by its queue's messages, not by the cluster
+
     async def run(self) -> None:
-        """Poll and handle forever; owned by the manager's leader-gated TaskGroup."""
-        await self.wait_synced()
+        """Poll and handle forever; owned by the manager's leader-gated TaskGroup. Acts only on a
+        complete view: an instance not in a half-listed cache is not "unknown"."""
+        await wait_synced(self.cluster)
         while True:
             await self.poll_once()
-
-    async def wait_synced(self) -> None:
-        """Act only on a complete view: an instance not in a half-listed cache is not "unknown".
-        Cluster mutators signal nothing, hence a poll of the loop (not the injected clock)."""
-        while True:
-            if self.cluster.synced():
-                return
-            await asyncio.sleep(0.1)
 
     async def poll_once(self) -> list[Outcome]:
         """One receive and the handling of what it returned. A failed receive is logged and

@@ -1,7 +1,7 @@
 """NodeClaim controllers: the lifecycle (launch, registration, initialization, liveness), garbage
 collection, pod events (``lastPodEventTime``), the consistency (node shape) check and the
-disruption conditions (``Consolidatable``, ``Drifted``). See each module's docstring for how the
-manager wires it."""
+disruption conditions (``Consolidatable``, ``Drifted``). Each declares what wakes it
+(``watches()``)."""
 
 from karpenter_py.controllers.nodeclaim.consistency import NodeClaimConsistency
 from karpenter_py.controllers.nodeclaim.disruption import NodeClaimDisruption

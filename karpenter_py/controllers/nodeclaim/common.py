@@ -8,7 +8,6 @@ fail with ``ConflictError`` and the work queue retries on fresher data instead o
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,6 @@ from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODECLAIMS, NODES
 from karpenter_py.model.api.nodeclaim import API_VERSION, KIND, NodeClaim
 from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim")
 
@@ -74,13 +72,3 @@ def map_diff(old: dict[str, str], new: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
     out.update({k: None for k in old if k not in new})
     return out
-
-
-async def wait_synced(cluster: Cluster, *, poll: float = 0.1) -> None:
-    """Hold decisions until every informer has listed once (architecture rule). Polls the loop,
-    not the injected clock: this is plumbing, not a decision timer."""
-    # Cluster mutators are sync and signal nothing, hence a poll.
-    while True:
-        if cluster.synced():
-            return
-        await asyncio.sleep(poll)

@@ -12,18 +12,19 @@ The first check runs when the NodeClaim turns Initialized; after that it is requ
 of each period (triggers inside the period do nothing), so a capacity change is noticed within
 10 minutes without watching Node heartbeats.
 
-Wiring (manager): run :meth:`NodeClaimConsistency.run`; NodeClaim upserts ->
-:meth:`on_nodeclaim`, deletes -> :meth:`on_nodeclaim_deleted`.
+Woken by NodeClaim upserts (:meth:`on_nodeclaim`) and deletes (:meth:`on_nodeclaim_deleted`); see
+:meth:`NodeClaimConsistency.watches`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Final
 
 from karpenter_py.aio.clock import Clock
-from karpenter_py.controllers.nodeclaim.common import nodeclaim_ref, wait_synced
-from karpenter_py.controllers.runtime import Result, new_queue, run_workers
+from karpenter_py.controllers.nodeclaim.common import nodeclaim_ref
+from karpenter_py.controllers.runtime import QueueController, Result, Watch
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.events import WARNING, EventRecorder
@@ -86,7 +87,7 @@ def node_shape_issues(nc: NodeClaim, node: Node) -> list[str]:
     return issues
 
 
-class NodeClaimConsistency:
+class NodeClaimConsistency(QueueController):
     name = "nodeclaim.consistency"
 
     def __init__(
@@ -98,19 +99,17 @@ class NodeClaimConsistency:
         clock: Clock,
         metrics: Metrics | None = None,
         scan_period: float = SCAN_PERIOD,
-        workers: int = 10,
+        workers: int | None = None,
     ) -> None:
-        self.client = client
-        self.cluster = cluster
+        super().__init__(client, cluster, clock=clock, metrics=metrics, workers=workers)
         self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
         self.scan_period = scan_period
-        self.workers = workers
-        self.queue = new_queue(self.name)
         self._scanned: dict[str, float] = {}  # NodeClaim UID -> monotonic time of last check
 
     # ------------------------------------------------------------------ triggers (sync)
+    def watches(self) -> Sequence[Watch]:
+        return (Watch(NODECLAIMS, upsert=self.on_nodeclaim, delete=self.on_nodeclaim_deleted),)
+
     def on_nodeclaim(self, obj: KubeObject) -> None:
         meta = metadata(obj)
         name = meta.get("name")
@@ -127,11 +126,7 @@ class NodeClaimConsistency:
             return 0.0
         return max(0.0, self.scan_period - (self.clock.monotonic() - last))
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        await wait_synced(self.cluster)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
-
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         nc = self.cluster.nodeclaims.get(key)
         if nc is None or not should_check(nc):

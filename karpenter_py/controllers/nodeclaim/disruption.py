@@ -23,34 +23,32 @@ from (a concurrent writer makes it a ``ConflictError``, retried on fresher data)
 written when nothing changed. A cloud error is not a verdict: ``Drifted`` is left as it was, the
 other condition is still written, and the error is raised so the key backs off.
 
-Wiring (manager): run :meth:`NodeClaimDisruption.run`; NodeClaim upserts -> :meth:`on_nodeclaim`,
-deletes -> :meth:`on_nodeclaim_deleted`; NodePool upserts -> :meth:`on_nodepool` — each after the
-``state`` sinks, so the reconcile sees the object the trigger was about.
+Woken by NodeClaim upserts (:meth:`on_nodeclaim`) and deletes (:meth:`on_nodeclaim_deleted`), and
+by NodePool upserts (:meth:`on_nodepool`); see :meth:`NodeClaimDisruption.watches`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Final
 
-from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import Deps
-from karpenter_py.controllers.nodeclaim.common import nodepool_of, wait_synced
+from karpenter_py.controllers.common import DepsController
+from karpenter_py.controllers.nodeclaim.common import nodepool_of
 from karpenter_py.controllers.nodeclaim.drift import (
     instance_type_check_due,
     instance_type_drift,
     nodepool_drift,
 )
-from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
-from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.controllers.runtime import Result, Watch
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject, metadata
-from karpenter_py.kube.resources import NODECLAIMS
+from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS
 from karpenter_py.model.api.base import format_time
 from karpenter_py.model.api.common import parse_nillable_duration
 from karpenter_py.model.api.meta import CONDITION_FALSE, CONDITION_TRUE
@@ -62,8 +60,6 @@ from karpenter_py.model.api.nodeclaim import (
     NodeClaim,
 )
 from karpenter_py.model.api.nodepool import NodePool
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.disruption")
 
@@ -130,28 +126,22 @@ def set_drifted(nc: NodeClaim, reason: str, now: datetime) -> None:
         nc.status.clear_condition(CONDITION_DRIFTED)
 
 
-class NodeClaimDisruption:
+class NodeClaimDisruption(DepsController):
     name = "nodeclaim.disruption"
 
-    def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        cloud: CloudProvider,
-        recorder: EventRecorder,
-        *,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        workers: int = 10,
-    ) -> None:
-        self.deps = Deps(client, cluster, cloud, recorder, clock, metrics)
-        self.workers = workers
-        self.queue = new_queue(self.name)
-        # NodeClaim name -> (UID, when a check last found its instance type). Only checks that
-        # found the type are remembered, so a missing type is confirmed on every reconcile.
-        self._type_found: dict[str, tuple[str, datetime]] = {}
+    @cached_property
+    def _type_found(self) -> dict[str, tuple[str, datetime]]:
+        """NodeClaim name -> (UID, when a check last found its instance type). Only checks that
+        found the type are remembered, so a missing type is confirmed on every reconcile."""
+        return {}
 
     # ------------------------------------------------------------------ triggers (sync)
+    def watches(self) -> Sequence[Watch]:
+        return (
+            Watch(NODECLAIMS, upsert=self.on_nodeclaim, delete=self.on_nodeclaim_deleted),
+            Watch(NODEPOOLS, upsert=self.on_nodepool),
+        )
+
     def on_nodeclaim(self, obj: KubeObject) -> None:
         meta = metadata(obj)
         name = meta.get("name")
@@ -171,12 +161,7 @@ class NodeClaimDisruption:
             if nodepool_of(nc) == pool and nc.metadata.deletion_timestamp is None:
                 self.queue.add(name)
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        await wait_synced(self.deps.cluster)
-        worker_metrics: WorkerMetrics | None = self.deps.metrics
-        await run_workers(self, self.queue, workers=self.workers, metrics=worker_metrics)
-
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         nc = self.deps.cluster.nodeclaims.get(key)
         if nc is None:

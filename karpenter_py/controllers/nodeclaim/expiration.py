@@ -9,20 +9,15 @@ so nothing polls.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from karpenter_py.aio.clock import Clock
-from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import Deps
-from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim, nodeclaim_ref, wait_synced
-from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
-from karpenter_py.kube.client import KubeClient
-from karpenter_py.kube.events import EventRecorder
-from karpenter_py.kube.objects import KubeObject
+from karpenter_py.controllers.common import DepsController
+from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim, nodeclaim_ref
+from karpenter_py.controllers.runtime import Result, Watch
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.common import parse_nillable_duration
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.expiration")
 
@@ -46,33 +41,11 @@ def seconds_until_expiry(nc: NodeClaim, now: datetime) -> float | None:
     return None if when is None else (when - now) / timedelta(seconds=1)
 
 
-class NodeClaimExpiration:
+class NodeClaimExpiration(DepsController):
     name = "nodeclaim.expiration"
 
-    def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        cloud: CloudProvider,
-        recorder: EventRecorder,
-        *,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        workers: int = 10,
-    ) -> None:
-        self.deps = Deps(client, cluster, cloud, recorder, clock, metrics)
-        self.workers = workers
-        self.queue = new_queue(self.name)
-
-    def on_nodeclaim(self, obj: KubeObject) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        if name:
-            self.queue.add(str(name))
-
-    async def run(self) -> None:
-        await wait_synced(self.deps.cluster)
-        worker_metrics: WorkerMetrics | None = self.deps.metrics
-        await run_workers(self, self.queue, workers=self.workers, metrics=worker_metrics)
+    def watches(self) -> Sequence[Watch]:
+        return (Watch(NODECLAIMS, upsert=self.enqueue),)
 
     async def reconcile(self, key: str) -> Result | None:
         nc = self.deps.cluster.nodeclaims.get(key)

@@ -13,13 +13,15 @@ Two directions, every ``interval`` (upstream: 2 minutes):
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import CloudProvider
 from karpenter_py.controllers.common import Deps
-from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim, wait_synced
+from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim
+from karpenter_py.controllers.runtime import Watch, wait_synced
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.model.api.nodeclaim import CONDITION_REGISTERED, NodeClaim
@@ -57,6 +59,9 @@ class NodeClaimGarbageCollector:
         self.interval = interval
         self.orphan_grace = orphan_grace
         self._unclaimed_since: dict[str, float] = {}  # provider ID -> monotonic first seen
+
+    def watches(self) -> Sequence[Watch]:
+        return ()  # a periodic sweep: nothing wakes it
 
     async def run(self) -> None:
         await wait_synced(self.deps.cluster)

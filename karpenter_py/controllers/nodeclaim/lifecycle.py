@@ -11,22 +11,21 @@ make sure that repair never launches a second instance.
 NodeClaims being deleted belong to ``termination.NodeClaimTermination``; this controller leaves
 them alone.
 
-Wiring (manager): run :meth:`NodeClaimLifecycle.run` in the TaskGroup; feed the NodeClaim
-reflector's upserts to :meth:`on_nodeclaim` and deletes to :meth:`on_nodeclaim_deleted`, and the
-Node reflector's upserts to :meth:`on_node` — each *after* the ``state`` sinks, so a reconcile
-sees the object the trigger was about.
+Woken by NodeClaim upserts (:meth:`on_nodeclaim`) and deletes (:meth:`on_nodeclaim_deleted`),
+and by Node upserts (:meth:`on_node`); see :meth:`NodeClaimLifecycle.watches`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import Deps, load_nodeclaim, nodes_for
-from karpenter_py.controllers.nodeclaim.common import PhaseResult, map_diff, wait_synced
+from karpenter_py.controllers.common import DepsController, load_nodeclaim, nodes_for
+from karpenter_py.controllers.nodeclaim.common import PhaseResult, map_diff
 from karpenter_py.controllers.nodeclaim.initialization import Initialization
 from karpenter_py.controllers.nodeclaim.launch import Launch
 from karpenter_py.controllers.nodeclaim.liveness import (
@@ -35,11 +34,11 @@ from karpenter_py.controllers.nodeclaim.liveness import (
     Liveness,
 )
 from karpenter_py.controllers.nodeclaim.registration import Registration
-from karpenter_py.controllers.runtime import Result, new_queue, run_workers
+from karpenter_py.controllers.runtime import Result, Watch
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject, metadata
-from karpenter_py.kube.resources import NODECLAIMS
+from karpenter_py.kube.resources import NODECLAIMS, NODES
 from karpenter_py.launcher.launch import Launcher
 from karpenter_py.model.api.meta import (
     CONDITION_FALSE,
@@ -108,8 +107,9 @@ def metadata_patch(before: NodeClaim, after: NodeClaim) -> dict[str, Any]:
     return out
 
 
-class NodeClaimLifecycle:
+class NodeClaimLifecycle(DepsController):
     name = "nodeclaim.lifecycle"
+    default_workers = 100
 
     def __init__(
         self,
@@ -123,12 +123,12 @@ class NodeClaimLifecycle:
         metrics: Metrics | None = None,
         launch_timeout: float = LAUNCH_TIMEOUT,
         registration_timeout: float = REGISTRATION_TIMEOUT,
-        workers: int = 100,
+        workers: int | None = None,
     ) -> None:
-        self.deps = Deps(client, cluster, cloud, recorder, clock, metrics)
+        super().__init__(
+            client, cluster, cloud, recorder, clock=clock, metrics=metrics, workers=workers
+        )
         self.launcher = launcher
-        self.workers = workers
-        self.queue = new_queue(self.name)
         self._phases: tuple[Phase, ...] = (
             Launch(self.deps, launcher),
             Registration(self.deps),
@@ -142,6 +142,12 @@ class NodeClaimLifecycle:
         self._by_provider_id: dict[str, str] = {}  # providerID -> NodeClaim name
 
     # ------------------------------------------------------------------ triggers (sync)
+    def watches(self) -> Sequence[Watch]:
+        return (
+            Watch(NODECLAIMS, upsert=self.on_nodeclaim, delete=self.on_nodeclaim_deleted),
+            Watch(NODES, upsert=self.on_node),
+        )
+
     def on_nodeclaim(self, obj: KubeObject) -> None:
         name = str(metadata(obj).get("name") or "")
         pid = _provider_id(obj, "status")
@@ -169,11 +175,7 @@ class NodeClaimLifecycle:
         if name:
             self.queue.add(name)
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        await wait_synced(self.deps.cluster)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.deps.metrics)
-
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         nc = await load_nodeclaim(self.deps, key)
         if nc is None or nc.metadata.deletion_timestamp is not None:

@@ -21,8 +21,8 @@ Sinks deliver only the new object, so transitions are found against a small per-
 (node, terminal, terminating), filled silently by the first list: a restart does not restamp
 every NodeClaim.
 
-Wiring (manager): run :meth:`NodeClaimPodEvents.run`; the pod reflector's first list ->
-:meth:`on_pods_listed`, upserts -> :meth:`on_pod`, deletes -> :meth:`on_pod_deleted`.
+Woken by the pod reflector: its first list (:meth:`on_pods_listed`), upserts (:meth:`on_pod`) and
+deletes (:meth:`on_pod_deleted`); see :meth:`NodeClaimPodEvents.watches`.
 """
 
 from __future__ import annotations
@@ -31,18 +31,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Final
 
-from karpenter_py.aio.clock import Clock
-from karpenter_py.controllers.nodeclaim.common import wait_synced
-from karpenter_py.controllers.runtime import Result, new_queue, run_workers
-from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.controllers.runtime import QueueController, Result, Watch
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata
-from karpenter_py.kube.resources import NODECLAIMS
+from karpenter_py.kube.resources import NODECLAIMS, PODS
 from karpenter_py.model.api.base import format_time
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.podevents")
 
@@ -114,29 +111,37 @@ class _Write:
     at: datetime  # when it was written (the dedupe window counts from here)
 
 
-class NodeClaimPodEvents:
+class NodeClaimPodEvents(QueueController):
+    """Its queue is keyed by node name."""
+
     name = "nodeclaim.podevents"
 
-    def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        *,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        workers: int = 10,
-    ) -> None:
-        self.client = client
-        self.cluster = cluster
-        self.clock = clock
-        self.metrics = metrics
-        self.workers = workers
-        self.queue = new_queue(self.name)  # keyed by node name
-        self._pods: dict[str, PodState] = {}  # "ns/name" -> last state seen
-        self._pending: dict[str, datetime] = {}  # node -> latest unstamped event time
-        self._writes: dict[str, _Write] = {}  # NodeClaim -> our last stamp
+    @cached_property
+    def _pods(self) -> dict[str, PodState]:
+        """ "ns/name" -> last state seen."""
+        return {}
+
+    @cached_property
+    def _pending(self) -> dict[str, datetime]:
+        """Node -> latest unstamped event time."""
+        return {}
+
+    @cached_property
+    def _writes(self) -> dict[str, _Write]:
+        """NodeClaim -> our last stamp."""
+        return {}
 
     # ------------------------------------------------------------------ triggers (sync)
+    def watches(self) -> Sequence[Watch]:
+        return (
+            Watch(
+                PODS,
+                upsert=self.on_pod,
+                delete=self.on_pod_deleted,
+                replace=self.on_pods_listed,
+            ),
+        )
+
     def on_pods_listed(self, objs: Sequence[KubeObject]) -> None:
         """The first list: remember every pod's state, stamp nothing."""
         for obj in objs:
@@ -163,11 +168,7 @@ class NodeClaimPodEvents:
         self._pending[node_name] = self.clock.now()
         self.queue.add(node_name)
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        await wait_synced(self.cluster)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
-
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         when = self._pending.get(key)
         if when is None:
@@ -205,7 +206,8 @@ class NodeClaimPodEvents:
 
     def _prune(self) -> None:
         if len(self._writes) > 2 * len(self.cluster.nodeclaims) + 100:
-            self._writes = {n: w for n, w in self._writes.items() if n in self.cluster.nodeclaims}
+            for gone in [n for n in self._writes if n not in self.cluster.nodeclaims]:
+                del self._writes[gone]
 
 
 def _key(obj: KubeObject) -> str:

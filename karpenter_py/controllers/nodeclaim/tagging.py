@@ -8,14 +8,13 @@ done once. Upstream runs this in the AWS provider; here it talks to any cloud th
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Protocol
 
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.controllers.nodeclaim.common import wait_synced
-from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
+from karpenter_py.controllers.runtime import QueueController, Result, Watch
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import CONDITION_REGISTERED
 from karpenter_py.model.labels import TAG_EKS_CLUSTER_NAME, TAG_NAME, TAG_NODECLAIM
@@ -31,8 +30,9 @@ class InstanceTagger(Protocol):
     async def tag_instance(self, provider_id: str, tags: dict[str, str]) -> None: ...
 
 
-class NodeClaimTagging:
+class NodeClaimTagging(QueueController):
     name = "nodeclaim.tagging"
+    default_workers = 4
 
     def __init__(
         self,
@@ -42,26 +42,21 @@ class NodeClaimTagging:
         *,
         cluster_name: str,
         metrics: Metrics | None = None,
-        workers: int = 4,
+        workers: int | None = None,
     ) -> None:
-        self.client, self.cluster, self.tagger = client, cluster, tagger
+        super().__init__(
+            client, cluster, metrics=metrics, workers=workers, backoff_base=1.0, backoff_max=300.0
+        )
+        self.tagger = tagger
         self.cluster_name = cluster_name
-        self.metrics = metrics
-        self.workers = workers
-        self.queue = new_queue(self.name, base=1.0, maximum=300.0)
         # Tagged by this process; the annotation may not be in the cache yet when the
         # NodeClaim comes back round (our own patch is one more update).
         self._tagged: set[str] = set()
 
-    def on_nodeclaim(self, obj: KubeObject) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        if name:
-            self.queue.add(str(name))
+    on_nodeclaim = QueueController.enqueue
 
-    async def run(self) -> None:
-        await wait_synced(self.cluster)
-        worker_metrics: WorkerMetrics | None = self.metrics
-        await run_workers(self, self.queue, workers=self.workers, metrics=worker_metrics)
+    def watches(self) -> Sequence[Watch]:
+        return (Watch(NODECLAIMS, upsert=self.on_nodeclaim),)
 
     async def reconcile(self, key: str) -> Result | None:
         nc = self.cluster.nodeclaims.get(key)

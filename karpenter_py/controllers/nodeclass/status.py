@@ -20,19 +20,17 @@ Status is written through the ``status`` subresource with a merge patch guarded 
 resourceVersion it was computed from; nothing is written when nothing changed. Objects that do
 not parse are logged and skipped.
 
-Wiring (manager): ``NodeClassStatus(client, cluster, resolver, recorder, clock=..., metrics=...)``
-with ``NodeClassResolver(clients, cluster_name, kubernetes_version=KubernetesVersion(client,
-clock=clock))``; EC2NodeClass upserts -> :meth:`NodeClassStatus.on_nodeclass`, deletes ->
-:meth:`NodeClassStatus.on_nodeclass_deleted`; NodeClaim deletes ->
-:meth:`NodeClassStatus.on_nodeclaim_deleted`; run :meth:`NodeClassStatus.run` (leader only).
+Construction: ``NodeClassStatus(client, cluster, resolver, recorder, clock=..., metrics=...)`` with
+``NodeClassResolver(clients, cluster_name, kubernetes_version=KubernetesVersion(client,
+clock=clock))``. Woken by EC2NodeClass upserts and deletes and by NodeClaim deletes; see
+:meth:`NodeClassStatus.watches`. It waits for the cluster state to sync: the NodeClaims a
+deleting class waits for are only known once the caches listed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -41,12 +39,14 @@ from pydantic import ValidationError
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.aws.clients import is_aws_error
 from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver, ResolvedNodeClass
-from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
+from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
+from karpenter_py.controllers.conditions import ready_rollup, set_conditions
+from karpenter_py.controllers.runtime import QueueController, Result, Watch, WorkerMetrics
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.events import EventRecorder, object_ref
-from karpenter_py.kube.objects import KubeObject, metadata
-from karpenter_py.kube.resources import EC2NODECLASSES
+from karpenter_py.kube.objects import KubeObject
+from karpenter_py.kube.resources import EC2NODECLASSES, NODECLAIMS
 from karpenter_py.model.api.ec2nodeclass import (
     AMI,
     API_VERSION,
@@ -60,11 +60,8 @@ from karpenter_py.model.api.ec2nodeclass import (
 )
 from karpenter_py.model.api.meta import (
     CONDITION_FALSE,
-    CONDITION_READY,
     CONDITION_TRUE,
     Condition,
-    ConditionStatus,
-    set_condition,
 )
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.labels import AWS_FINALIZER_TERMINATION, AWS_GROUP
@@ -80,21 +77,12 @@ READY_DEPENDENTS: Final = (
     CONDITION_INSTANCE_PROFILE_READY,
     CONDITION_VALIDATION_SUCCEEDED,
 )
-REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
 REQUEUE_SECONDS: Final = 60.0
 WAIT_SECONDS: Final = 10.0  # re-check of a deleting class still referenced by NodeClaims
 VERSION_TTL: Final = 300.0
 
 
 # ----------------------------------------------------------------------------- decisions (pure)
-
-
-@dataclass(frozen=True, slots=True)
-class DesiredCondition:
-    type: str
-    status: ConditionStatus
-    reason: str
-    message: str = ""
 
 
 def desired_conditions(failures: Mapping[str, Failure]) -> list[DesiredCondition]:
@@ -106,14 +94,7 @@ def desired_conditions(failures: Mapping[str, Failure]) -> list[DesiredCondition
             out.append(DesiredCondition(type_, CONDITION_TRUE, type_))
         else:
             out.append(DesiredCondition(type_, CONDITION_FALSE, failure.reason, failure.message))
-    unhealthy = [c for c in out if c.status != CONDITION_TRUE]
-    if unhealthy:
-        message = ", ".join(f"{c.type}={c.status}" for c in unhealthy)
-        out.append(
-            DesiredCondition(CONDITION_READY, CONDITION_FALSE, REASON_UNHEALTHY_DEPENDENTS, message)
-        )
-    else:
-        out.append(DesiredCondition(CONDITION_READY, CONDITION_TRUE, CONDITION_READY))
+    out.append(ready_rollup(out))
     return out
 
 
@@ -125,18 +106,7 @@ def apply_conditions(
     generation: int | None,
 ) -> list[Condition]:
     """``current`` with ``desired`` set (others kept; lastTransitionTime moves on flips only)."""
-    out = [c.model_copy() for c in current]
-    for d in desired:
-        set_condition(
-            out,
-            d.type,
-            d.status,
-            now=now,
-            reason=d.reason,
-            message=d.message,
-            observed_generation=generation,
-        )
-    return out
+    return set_conditions(current, desired, now=now, generation=generation)[0]
 
 
 def status_body(
@@ -235,8 +205,9 @@ class KubernetesVersion:
 # ----------------------------------------------------------------------------- reconciler
 
 
-class NodeClassStatus:
+class NodeClassStatus(QueueController):
     name = "nodeclass.status"
+    default_workers = 2
 
     def __init__(
         self,
@@ -247,31 +218,27 @@ class NodeClassStatus:
         *,
         clock: Clock,
         metrics: WorkerMetrics | None = None,
-        workers: int = 2,
+        workers: int | None = None,
         requeue_seconds: float = REQUEUE_SECONDS,
         wait_seconds: float = WAIT_SECONDS,
     ) -> None:
-        self.client = client
-        self.cluster = cluster
+        super().__init__(client, cluster, clock=clock, metrics=metrics, workers=workers)
         self.resolver = resolver
         self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
-        self.workers = workers
         self.requeue_seconds = requeue_seconds
         self.wait_seconds = wait_seconds
-        self.queue = new_queue(self.name)
 
     # ------------------------------------------------------------------ triggers (sync)
-    def on_nodeclass(self, obj: KubeObject) -> None:
-        name = metadata(obj).get("name")
-        if name:
-            self.queue.add(str(name))
+    def watches(self) -> Sequence[Watch]:
+        return (
+            Watch(EC2NODECLASSES, upsert=self.on_nodeclass, delete=self.on_nodeclass_deleted),
+            Watch(NODECLAIMS, delete=self.on_nodeclaim_deleted),
+        )
 
-    def on_nodeclass_deleted(self, obj: KubeObject) -> None:
-        # Gone: the reconcile finds nothing and drops the key (its cleanup ran before the
-        # finalizer came off).
-        self.on_nodeclass(obj)
+    on_nodeclass = QueueController.enqueue
+    # Gone: the reconcile finds nothing and drops the key (its cleanup ran before the finalizer
+    # came off).
+    on_nodeclass_deleted = QueueController.enqueue
 
     def on_nodeclaim_deleted(self, obj: KubeObject) -> None:
         """A deleting EC2NodeClass may have been waiting for this NodeClaim."""
@@ -279,16 +246,7 @@ class NodeClassStatus:
         if ref.get("group") == AWS_GROUP and ref.get("kind") == KIND and ref.get("name"):
             self.queue.add(str(ref["name"]))
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        # The NodeClaims a deleting class waits for are only known once the caches listed.
-        # (Cluster mutators signal nothing: poll, as nodepool.readiness does.)
-        while True:
-            if self.cluster.synced():
-                break
-            await asyncio.sleep(0.1)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
-
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         try:
             raw = await self.client.get(EC2NODECLASSES, key)

@@ -6,24 +6,23 @@ pool's nodes and launched NodeClaims, always listing cpu, memory, pods, ephemera
 Users read these with ``kubectl get nodepool``; limits are enforced by the provisioner from the
 same cluster state. Written through the status subresource, only when a value changed.
 
-Wiring (manager): run :meth:`NodePoolCounter.run`; NodePool upserts -> :meth:`on_nodepool`;
-NodeClaim and Node upserts and deletes -> :meth:`on_nodeclaim` / :meth:`on_node` (after the
-``state`` sinks). Bursts coalesce in the work queue.
+Woken by NodePool upserts, and by NodeClaim and Node upserts and deletes (the pool in their
+``karpenter.sh/nodepool`` label); see :meth:`NodePoolCounter.watches`. Bursts coalesce in the
+work queue. Counting waits for the cluster state to sync: before that it would publish
+too-small numbers.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from karpenter_py.aio.clock import Clock
-from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
-from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.controllers.runtime import QueueController, Result, Watch
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata
-from karpenter_py.kube.resources import NODEPOOLS
+from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS, NODES
 from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     RESOURCE_CPU,
@@ -32,7 +31,6 @@ from karpenter_py.model.labels import (
     RESOURCE_PODS,
 )
 from karpenter_py.model.quantity import QuantityError, format_resources, parse_resources
-from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.statenode import StateNode
 
 log = logging.getLogger("karpenter.nodepool.counter")
@@ -72,52 +70,29 @@ def status_patch(
     return {"status": {"resources": resources, "nodes": usage[RESOURCE_NODES]}}
 
 
-class NodePoolCounter:
+class NodePoolCounter(QueueController):
     name = "nodepool.counter"
-
-    def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        *,
-        clock: Clock,
-        workers: int = 4,
-        metrics: WorkerMetrics | None = None,
-    ) -> None:
-        self.client = client
-        self.cluster = cluster
-        self.clock = clock
-        self.workers = workers
-        self.metrics = metrics
-        self.queue = new_queue(self.name)
+    default_workers = 4
 
     # ------------------------------------------------------------------ triggers (sync)
-    def on_nodepool(self, obj: KubeObject) -> None:
-        name = metadata(obj).get("name")
-        if name:
-            self.queue.add(str(name))
+    def watches(self) -> Sequence[Watch]:
+        return (
+            Watch(NODEPOOLS, upsert=self.on_nodepool),
+            Watch(NODECLAIMS, upsert=self.on_nodeclaim, delete=self.on_nodeclaim),
+            Watch(NODES, upsert=self.on_node, delete=self.on_node),
+        )
 
-    def on_nodeclaim(self, obj: KubeObject) -> None:
-        self._by_label(obj)
+    on_nodepool = QueueController.enqueue
 
-    def on_node(self, obj: KubeObject) -> None:
-        self._by_label(obj)
-
-    def _by_label(self, obj: KubeObject) -> None:
+    def on_member(self, obj: KubeObject) -> None:
+        """A NodeClaim or Node came, changed or went: recount the pool it is labelled with."""
         pool = (metadata(obj).get("labels") or {}).get(LABEL_NODEPOOL)
         if pool:
             self.queue.add(str(pool))
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        # Counting before every informer has listed would publish too-small numbers.
-        # (Cluster mutators are sync and signal nothing, hence a poll.)
-        while True:
-            if self.cluster.synced():
-                break
-            await asyncio.sleep(0.1)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
+    on_nodeclaim = on_node = on_member
 
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         np = self.cluster.nodepools.get(key)
         if np is None or np.metadata.deletion_timestamp is not None:

@@ -30,26 +30,25 @@ A NodePool that does not parse is not in ``Cluster.nodepools`` (the state sink r
 ``Cluster.invalid``); for it the raw object is read from the API and only its conditions are
 written (no hash: there is no valid template to hash).
 
-Wiring (manager): construct with ``metrics=`` for the reconcile/workqueue metrics; run
-:meth:`NodePoolReadiness.run`; NodePool upserts -> :meth:`on_nodepool`;
-NodeClass upserts and deletes (every NodeClass kind the provider supports) ->
-:meth:`on_nodeclass` (after the ``state`` sinks).
+Woken by NodePool upserts (:meth:`on_nodepool`) and by upserts and deletes of every NodeClass kind
+the provider supports (:meth:`on_nodeclass`); see :meth:`NodePoolReadiness.watches`. It waits for
+the cluster state to sync: before that a NodeClass may merely not be seen yet, and reporting
+NodeClassNotFound then would flap Ready.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
 from pydantic import ValidationError
 
-from karpenter_py.aio.clock import Clock
-from karpenter_py.controllers.runtime import Result, WorkerMetrics, new_queue, run_workers
-from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
+from karpenter_py.controllers.conditions import ready_rollup, set_conditions
+from karpenter_py.controllers.runtime import EVERY_NODECLASS, QueueController, Result, Watch
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS
@@ -59,8 +58,6 @@ from karpenter_py.model.api.meta import (
     CONDITION_READY,
     CONDITION_TRUE,
     Condition,
-    ConditionStatus,
-    set_condition,
 )
 from karpenter_py.model.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpenter_py.model.api.nodepool import (
@@ -74,14 +71,13 @@ from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     NODEPOOL_HASH_VERSION,
 )
-from karpenter_py.state.cluster import Cluster, NodeClassKey
+from karpenter_py.state.cluster import NodeClassKey
 
 log = logging.getLogger("karpenter.nodepool.readiness")
 
 REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
 REASON_NODECLASS_NOT_FOUND: Final = "NodeClassNotFound"
 REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
-REASON_UNHEALTHY_DEPENDENTS: Final = "UnhealthyDependents"
 
 # The conditions that roll up into Ready, in the order their names appear in Ready's message.
 READY_DEPENDENTS: Final = (CONDITION_VALIDATION_SUCCEEDED, CONDITION_NODE_CLASS_READY)
@@ -90,14 +86,6 @@ INVALID_PREFIX: Final = "nodepools/"  # Cluster.invalid key prefix written by No
 
 
 # ----------------------------------------------------------------------------- decisions (pure)
-
-
-@dataclass(frozen=True, slots=True)
-class DesiredCondition:
-    type: str
-    status: ConditionStatus
-    reason: str
-    message: str = ""
 
 
 def nodeclass_key(np: NodePool) -> NodeClassKey:
@@ -167,17 +155,7 @@ def readiness_conditions(
             validation_error[:MAX_MESSAGE],
         )
     nodeclass_cond = _nodeclass_condition(nodeclass, nodeclass_ready)
-    unhealthy = [c for c in (validation, nodeclass_cond) if c.status != CONDITION_TRUE]
-    if not unhealthy:
-        ready = DesiredCondition(CONDITION_READY, CONDITION_TRUE, CONDITION_READY)
-    else:
-        ready = DesiredCondition(
-            CONDITION_READY,
-            CONDITION_FALSE,
-            REASON_UNHEALTHY_DEPENDENTS,
-            ", ".join(f"{c.type}={c.status}" for c in unhealthy),
-        )
-    return validation, nodeclass_cond, ready
+    return validation, nodeclass_cond, ready_rollup((validation, nodeclass_cond))
 
 
 def updated_conditions(
@@ -189,18 +167,7 @@ def updated_conditions(
 ) -> list[Condition] | None:
     """``current`` with ``desired`` applied (other condition types kept, order kept, new ones
     appended), or None when that changes nothing."""
-    out = [c.model_copy() for c in current]
-    changed = False
-    for d in desired:
-        changed |= set_condition(
-            out,
-            d.type,
-            d.status,
-            now=now,
-            reason=d.reason,
-            message=d.message,
-            observed_generation=generation,
-        )
+    out, changed = set_conditions(current, desired, now=now, generation=generation)
     return out if changed else None
 
 
@@ -273,30 +240,18 @@ def nodeclass_identity(obj: KubeObject) -> tuple[str | None, str | None, str]:
 # ----------------------------------------------------------------------------- reconciler
 
 
-class NodePoolReadiness:
+class NodePoolReadiness(QueueController):
     name = "nodepool.readiness"
-
-    def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        *,
-        clock: Clock,
-        workers: int = 2,
-        metrics: WorkerMetrics | None = None,
-    ) -> None:
-        self.client = client
-        self.cluster = cluster
-        self.clock = clock
-        self.workers = workers
-        self.metrics = metrics
-        self.queue = new_queue(self.name)
+    default_workers = 2
 
     # ------------------------------------------------------------------ triggers (sync)
-    def on_nodepool(self, obj: KubeObject) -> None:
-        name = metadata(obj).get("name")
-        if name:
-            self.queue.add(str(name))
+    def watches(self) -> Sequence[Watch]:
+        return (
+            Watch(NODEPOOLS, upsert=self.on_nodepool),
+            Watch(EVERY_NODECLASS, upsert=self.on_nodeclass, delete=self.on_nodeclass),
+        )
+
+    on_nodepool = QueueController.enqueue
 
     def on_nodeclass(self, obj: KubeObject) -> None:
         """Requeue every NodePool referencing this NodeClass (and every unparsable one: its
@@ -312,16 +267,7 @@ class NodePoolReadiness:
             if key.startswith(INVALID_PREFIX):
                 self.queue.add(key.removeprefix(INVALID_PREFIX))
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        # Before every informer has listed, a NodeClass may merely not be seen yet: reporting
-        # NodeClassNotFound then would flap Ready. (Cluster mutators signal nothing: poll.)
-        while True:
-            if self.cluster.synced():
-                break
-            await asyncio.sleep(0.1)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
-
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         np = self.cluster.nodepools.get(key)
         if np is None:

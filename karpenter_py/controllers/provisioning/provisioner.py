@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.runtime import Watch
+from karpenter_py.kube.objects import KubeObject, metadata
+from karpenter_py.kube.resources import NODES, PODS
 from karpenter_py.launcher.round import Events, NodeClaimWriter, OfferingFilter, RoundRunner
 from karpenter_py.model.core import Pod
 from karpenter_py.scheduling.fromstate import solve_input
@@ -26,6 +29,7 @@ from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.scheduling.plan import Plan
 from karpenter_py.scheduling.scheduler import unsupported_reason
 from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.ingest import object_key
 from karpenter_py.state.snapshot import is_provisionable
 
 log = logging.getLogger("karpenter.provisioner")
@@ -82,6 +86,20 @@ class Provisioner:
         self.rounds: list[RoundResult] = []
 
     # ------------------------------------------------------------------ triggers (sync; from sinks)
+    def watches(self) -> Sequence[Watch]:
+        return (Watch(PODS, upsert=self._pod_changed), Watch(NODES, upsert=self._node_changed))
+
+    def _pod_changed(self, obj: KubeObject) -> None:
+        # The state has taken this delivery in already (the manager's contract): read the parsed
+        # Pod back instead of parsing it twice.
+        pod = self.cluster.pods.get(object_key(obj))
+        if pod is not None:
+            self.on_pod(pod)
+
+    def _node_changed(self, obj: KubeObject) -> None:
+        if metadata(obj).get("deletionTimestamp"):
+            self.on_node_deleting(object_key(obj))
+
     def on_pod(self, pod: Pod) -> None:
         if is_provisionable(pod):
             self.batcher.trigger(pod.uid or pod.key)

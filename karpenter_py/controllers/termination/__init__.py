@@ -1,5 +1,5 @@
 """Termination controllers: NodeClaim and Node finalizers, draining through the eviction queue.
-See each module's docstring for how the manager wires it."""
+Each declares what wakes it (``watches()``)."""
 
 from karpenter_py.controllers.termination.eviction import EvictionQueue
 from karpenter_py.controllers.termination.node import NodeTermination

@@ -1,4 +1,4 @@
-"""What the termination controllers share: dependencies, reads, finalizer removal, conditions.
+"""What the termination controllers share: their trigger, finalizer removal, conditions.
 
 (Controller packages never import each other, so the few helpers the nodeclaim package also has
 are repeated here rather than shared.)
@@ -6,7 +6,6 @@ are repeated here rather than shared.)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -16,10 +15,11 @@ from pydantic import ValidationError
 from karpenter_py.controllers.common import Deps
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import ConflictError, NotFoundError
+from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, Resource
 from karpenter_py.model.api.meta import ConditionStatus
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.state.cluster import Cluster
+from karpenter_py.model.labels import FINALIZER_TERMINATION
 
 log = logging.getLogger("karpenter.termination")
 
@@ -90,10 +90,10 @@ async def set_nodeclaim_condition(
         return nc
 
 
-async def wait_synced(cluster: Cluster, *, poll: float = 0.1) -> None:
-    """Hold decisions until every informer has listed once (architecture rule)."""
-    # Cluster mutators are sync and signal nothing, hence a poll.
-    while True:
-        if cluster.synced():
-            return
-        await asyncio.sleep(poll)
+def is_finalizing(obj: KubeObject) -> bool:
+    """Deleted, and still held by our termination finalizer: what both termination controllers
+    are woken for."""
+    meta = metadata(obj)
+    return bool(meta.get("deletionTimestamp")) and FINALIZER_TERMINATION in (
+        meta.get("finalizers") or []
+    )

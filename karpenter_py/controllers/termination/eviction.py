@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from karpenter_py.controllers.runtime import Watch
 from karpenter_py.informer.ratelimit import ItemExponentialRateLimiter
 from karpenter_py.informer.workqueue import QueueClosedError, WorkQueue
 from karpenter_py.kube.errors import (
@@ -115,6 +116,9 @@ class EvictionQueue:
 
     def __len__(self) -> int:
         return len(self._node_of)
+
+    def watches(self) -> Sequence[Watch]:
+        return ()  # fed by node termination's drains
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:

@@ -18,25 +18,26 @@ the same path. A NotReady Node whose instance is already gone skips straight to 
 Node without a NodeClaim (nothing would track its termination). The grace-period deadline is the NodeClaim's
 ``karpenter.sh/nodeclaim-termination-timestamp`` annotation.
 
-Wiring (manager): run :meth:`NodeTermination.run` and the eviction queue's ``run``; Node upserts ->
-:meth:`on_node`; Pod upserts and deletes -> :meth:`on_pod` (after the ``state`` sinks).
+Woken by Node upserts (:meth:`on_node`) and by Pod upserts and deletes (:meth:`on_pod`); see
+:meth:`NodeTermination.watches`. The eviction queue it drains through runs beside it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import Deps
-from karpenter_py.controllers.runtime import Result, new_queue, run_workers
+from karpenter_py.controllers.common import DepsController
+from karpenter_py.controllers.runtime import Result, Watch
 from karpenter_py.controllers.termination.common import (
+    is_finalizing,
     remove_finalizer,
     set_nodeclaim_condition,
-    wait_synced,
 )
 from karpenter_py.controllers.termination.drain import DrainPlan, parse_time, plan_drain
 from karpenter_py.controllers.termination.eviction import EvictionQueue
@@ -115,8 +116,9 @@ def _is_cordoned(node: Node) -> bool:
     ] == [EFFECT_NO_SCHEDULE]
 
 
-class NodeTermination:
+class NodeTermination(DepsController):
     name = "node.termination"
+    default_workers = 50
 
     def __init__(
         self,
@@ -128,22 +130,25 @@ class NodeTermination:
         *,
         clock: Clock,
         metrics: Metrics | None = None,
-        workers: int = 50,
+        workers: int | None = None,
     ) -> None:
-        self.deps = Deps(client, cluster, cloud, recorder, clock, metrics)
+        super().__init__(
+            client, cluster, cloud, recorder, clock=clock, metrics=metrics, workers=workers
+        )
         self.evictions = eviction_queue
-        self.workers = workers
-        self.queue = new_queue(self.name)
         self._terminating: set[str] = set()  # nodes mid-drain: their pods' events wake us
         self._tainted_at: dict[str, datetime] = {}  # node -> when we first saw it tainted
 
     # ------------------------------------------------------------------ triggers (sync)
+    def watches(self) -> Sequence[Watch]:
+        return (
+            Watch(NODES, upsert=self.on_node),
+            Watch(PODS, upsert=self.on_pod, delete=self.on_pod),
+        )
+
     def on_node(self, obj: KubeObject) -> None:
-        meta = metadata(obj)
-        if meta.get("deletionTimestamp") and FINALIZER_TERMINATION in (
-            meta.get("finalizers") or []
-        ):
-            self.queue.add(str(meta.get("name")))
+        if is_finalizing(obj):
+            self.enqueue(obj)
 
     def on_pod(self, obj: KubeObject) -> None:
         spec = obj.get("spec")
@@ -151,11 +156,7 @@ class NodeTermination:
         if isinstance(node, str) and node in self._terminating:
             self.queue.add(node)
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        await wait_synced(self.deps.cluster)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.deps.metrics)
-
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         node = await self._load(key)
         if (

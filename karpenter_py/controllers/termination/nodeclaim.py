@@ -14,31 +14,32 @@ deletionTimestamp and the ``karpenter.sh/termination`` finalizer:
 ``kubectl delete nodeclaim`` and ``kubectl delete node`` both end up here and in
 ``node.termination``: whichever object goes first, the other follows through the same steps.
 
-Wiring (manager): run :meth:`NodeClaimTermination.run`; NodeClaim upserts ->
-:meth:`on_nodeclaim`; Node deletes -> :meth:`on_node_deleted` (after the ``state`` sinks). Pass
-the lifecycle's :class:`Launcher` so a NodeClaim deleted mid-launch (provider ID never written)
-still has its instance terminated instead of waiting for garbage collection.
+Woken by NodeClaim upserts (:meth:`on_nodeclaim`) and Node deletes (:meth:`on_node_deleted`); see
+:meth:`NodeClaimTermination.watches`. Pass the lifecycle's :class:`Launcher` so a NodeClaim deleted
+mid-launch (provider ID never written) still has its instance terminated instead of waiting for
+garbage collection.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import Deps, load_nodeclaim, nodes_for
-from karpenter_py.controllers.runtime import Result, new_queue, run_workers
+from karpenter_py.controllers.common import DepsController, load_nodeclaim, nodes_for
+from karpenter_py.controllers.runtime import Result, Watch
 from karpenter_py.controllers.termination.common import (
+    is_finalizing,
     remove_finalizer,
     set_nodeclaim_condition,
-    wait_synced,
 )
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.events import EventRecorder
-from karpenter_py.kube.objects import KubeObject, metadata
+from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODECLAIMS, NODES
 from karpenter_py.launcher.launch import Launcher
 from karpenter_py.model.api.base import format_time
@@ -70,8 +71,9 @@ def termination_deadline(nc: NodeClaim) -> datetime | None:
     return deleted + parse_duration(tgp)
 
 
-class NodeClaimTermination:
+class NodeClaimTermination(DepsController):
     name = "nodeclaim.termination"
+    default_workers = 50
 
     def __init__(
         self,
@@ -83,20 +85,23 @@ class NodeClaimTermination:
         clock: Clock,
         metrics: Metrics | None = None,
         launcher: Launcher | None = None,
-        workers: int = 50,
+        workers: int | None = None,
     ) -> None:
-        self.deps = Deps(client, cluster, cloud, recorder, clock, metrics)
+        super().__init__(
+            client, cluster, cloud, recorder, clock=clock, metrics=metrics, workers=workers
+        )
         self.launcher = launcher
-        self.workers = workers
-        self.queue = new_queue(self.name)
 
     # ------------------------------------------------------------------ triggers (sync)
+    def watches(self) -> Sequence[Watch]:
+        return (
+            Watch(NODECLAIMS, upsert=self.on_nodeclaim),
+            Watch(NODES, delete=self.on_node_deleted),
+        )
+
     def on_nodeclaim(self, obj: KubeObject) -> None:
-        meta = metadata(obj)
-        if meta.get("deletionTimestamp") and FINALIZER_TERMINATION in (
-            meta.get("finalizers") or []
-        ):
-            self.queue.add(str(meta.get("name")))
+        if is_finalizing(obj):
+            self.enqueue(obj)
 
     def on_node_deleted(self, obj: KubeObject) -> None:
         spec = obj.get("spec")
@@ -107,11 +112,7 @@ class NodeClaimTermination:
         if nc is not None and nc.metadata.deletion_timestamp is not None:
             self.queue.add(nc.name)
 
-    # ------------------------------------------------------------------ running
-    async def run(self) -> None:
-        await wait_synced(self.deps.cluster)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.deps.metrics)
-
+    # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         nc = await load_nodeclaim(self.deps, key)
         if nc is None or nc.metadata.deletion_timestamp is None:

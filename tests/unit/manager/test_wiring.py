@@ -1,0 +1,146 @@
+"""The manager's wiring: one flat list of controllers, each woken by the kinds it declares, and
+the cluster state taking in every delivery before any controller hears it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpenter_py.aio.batcher import Batcher
+from karpenter_py.aio.clock import FakeClock
+from karpenter_py.cloudprovider.kwok import KwokCloudProvider
+from karpenter_py.controllers.provisioning.provisioner import Provisioner
+from karpenter_py.controllers.runtime import EVERY_NODECLASS, Watch
+from karpenter_py.kube.client import KubeClient
+from karpenter_py.kube.config import KubeConfig
+from karpenter_py.kube.objects import KubeObject
+from karpenter_py.kube.resources import EC2NODECLASSES, KWOKNODECLASSES, NODES, PODS
+from karpenter_py.manager.app import App
+from karpenter_py.manager.settings import Settings
+from karpenter_py.manager.wiring import Kind, kind_sinks
+from karpenter_py.model.catalog import kwok_catalog
+from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.ingest import PodSink
+from tests.unit.fakes import FakeNodeAPI, FakeWriter
+
+
+def wire_pod(name: str, *, node: str = "") -> KubeObject:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    status: dict[str, Any] = {"phase": "Pending"}
+    if node:
+        spec["nodeName"] = node
+    else:
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        ]
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def test_every_watch_hears_a_delivery_only_after_the_state_took_it_in() -> None:
+    cluster = Cluster()
+    heard: list[tuple[str, str, bool]] = []
+
+    def recorder(label: str) -> Watch:
+        def upsert(obj: KubeObject) -> None:
+            heard.append((label, "upsert", "default/" + obj["metadata"]["name"] in cluster.pods))
+
+        def delete(obj: KubeObject) -> None:
+            heard.append((label, "delete", "default/" + obj["metadata"]["name"] in cluster.pods))
+
+        return Watch(PODS, upsert=upsert, delete=delete)
+
+    [(_, sink)] = kind_sinks([Kind(PODS, [PodSink(cluster)])], [recorder("a"), recorder("b")])
+    sink.replace([wire_pod("listed")])
+    sink.synced()
+    sink.upsert(wire_pod("added"))
+    sink.delete(wire_pod("listed"))
+
+    assert heard == [
+        ("a", "upsert", True),  # the first list: one upsert per object, after the state's replace
+        ("b", "upsert", True),
+        ("a", "upsert", True),
+        ("b", "upsert", True),
+        ("a", "delete", False),  # already gone from the state
+        ("b", "delete", False),
+    ]
+    assert cluster.unsynced() == ["nodes", "nodeclaims", "nodepools", "daemonsets", "nodeclasses"]
+
+
+async def test_the_provisioner_reads_the_pod_it_was_woken_for_from_the_state() -> None:
+    """The trigger that used to depend on sink order: the provisioner looks the pod up in the
+    state; wired through the manager it always finds it there."""
+    cluster = Cluster()
+    batcher: Batcher[str] = Batcher(idle=0.01, max_window=0.05)
+    provisioner = Provisioner(
+        cluster=cluster,
+        writer=FakeWriter(),
+        cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
+        clock=FakeClock(),
+        batcher=batcher,
+    )
+    pods = [Kind(PODS, [PodSink(cluster)])]
+    [(_, sink)] = kind_sinks(pods, [w for w in provisioner.watches() if w.kind == PODS])
+
+    sink.upsert(wire_pod("pending"))
+    sink.upsert(wire_pod("bound", node="n1"))  # not provisionable: no trigger
+
+    assert await batcher.wait() == ("uid-pending",)
+
+
+def test_a_watch_no_reflector_serves_is_a_wiring_error() -> None:
+    with pytest.raises(ValueError, match="no reflector serves a watch of"):
+        kind_sinks([Kind(PODS, [])], [Watch(NODES, upsert=lambda obj: None)])
+
+
+def test_every_nodeclass_watches_reach_each_nodeclass_kind_and_no_other() -> None:
+    heard: list[str] = []
+    kinds = [
+        Kind(KWOKNODECLASSES, [], nodeclass=True),
+        Kind(EC2NODECLASSES, [], nodeclass=True),
+        Kind(PODS, []),
+    ]
+    watch = Watch(EVERY_NODECLASS, upsert=lambda obj: heard.append(obj["kind"]))
+    sinks = kind_sinks(kinds, [watch])
+    for kind, sink in sinks:
+        sink.upsert({"kind": kind.resource.kind, "metadata": {"name": "x"}})
+
+    assert heard == ["KWOKNodeClass", "EC2NodeClass"]
+
+
+def test_the_app_keeps_one_list_of_controllers_and_one_reflector_per_kind() -> None:
+    app = App(Settings(), KubeClient(KubeConfig(server="https://127.0.0.1:1")))
+
+    assert [c.name for c in app.controllers] == [
+        "events",
+        "provisioner",
+        "nodeclaim.lifecycle",
+        "nodeclaim.garbagecollection",
+        "nodeclaim.termination",
+        "eviction-queue",
+        "node.termination",
+        "nodepool.counter",
+        "nodepool.readiness",
+        "nodeclaim.expiration",
+        "nodeclaim.disruption",
+        "disruption",
+        "nodeclaim.podevents",
+        "nodeclaim.consistency",
+    ]
+    assert [r.name for r in app.reflectors] == [
+        "nodes",
+        "nodeclaims",
+        "pods",
+        "nodepools",
+        "daemonsets",
+        "pdbs",
+        "persistentvolumeclaims",
+        "persistentvolumes",
+        "storageclasses",
+        "kwoknodeclasses",
+        "namespaces",
+    ]
