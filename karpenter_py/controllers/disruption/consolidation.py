@@ -13,8 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
+from typing import Final
 
-from karpenter_py.controllers.disruption.candidates import order_for_consolidation
+from karpenter_py.controllers.disruption.candidates import (
+    consolidation_block,
+    order_for_consolidation,
+)
 from karpenter_py.controllers.disruption.context import (
     PassContext,
     money,
@@ -22,7 +27,7 @@ from karpenter_py.controllers.disruption.context import (
     placements,
     pod_error,
 )
-from karpenter_py.controllers.disruption.types import Candidate, Command, Method
+from karpenter_py.controllers.disruption.types import Candidate, Command, Method, Reason
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
     LABEL_CAPACITY_TYPE,
@@ -41,18 +46,30 @@ ON_DEMAND = "on-demand"
 RESERVED = "reserved"
 
 
+class Consolidation:
+    """What the multi- and single-node methods share (upstream embeds a ``consolidation`` in
+    both): the Underutilized reason, the graceful class, re-validation by a fresh simulation, and
+    ``single``, which turns on the single-node spot-to-spot rules."""
+
+    reason: Final = Reason.UNDERUTILIZED
+    reason_label: Final = "underutilized"
+    eventual: Final = False
+    validates: Final = True
+    single: bool
+
+    def block(self, candidate: Candidate, now: datetime) -> str | None:
+        return consolidation_block(candidate, now)
+
+    def revalidate(self, ctx: PassContext, command: Command) -> tuple[Command | None, str]:
+        return revalidate(ctx, command, single=self.single)
+
+
 def consolidation_candidates(ctx: PassContext, method: Method) -> list[Candidate]:
     """The candidates ``method`` may consolidate, in upstream's order and within budget; the
     others are told why."""
-    out = []
-    for c in ctx.candidates:
-        why = method.block(c, ctx.facts.now)
-        if why is not None:
-            ctx.note(c, why)
-            continue
-        out.append(c)
-    ctx.considered(method, len(out))
-    return ctx.within_budget(order_for_consolidation(out), method.reason)
+    return ctx.within_budget(
+        order_for_consolidation(ctx.admitted(method, ctx.candidates)), method.reason
+    )
 
 
 def refined(ctx: PassContext, command: Command, *, single: bool) -> Command:

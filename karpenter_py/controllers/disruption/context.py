@@ -17,7 +17,7 @@ written only through its methods:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -76,6 +76,19 @@ class PassContext:
 
     def clear_note(self, name: str) -> None:
         self.unchanged.pop(name, None)
+
+    def admitted(self, method: Method, cands: Iterable[Candidate]) -> list[Candidate]:
+        """The candidates ``method`` may act on (its eligible ones, counted); the others are
+        told why."""
+        out = []
+        for c in cands:
+            why = method.block(c, self.facts.now)
+            if why is not None:
+                self.note(c, why)
+                continue
+            out.append(c)
+        self.considered(method, len(out))
+        return out
 
     def considered(self, method: Method, n: int) -> None:
         """``method`` considered ``n`` candidates."""

@@ -29,16 +29,7 @@ class Emptiness:
         return emptiness_block(candidate, now)
 
     def compute_command(self, ctx: PassContext) -> Command | None:
-        empty = []
-        for c in ctx.candidates:
-            if not is_empty(c.pods):
-                continue
-            why = self.block(c, ctx.facts.now)
-            if why is not None:
-                ctx.note(c, why)
-                continue
-            empty.append(c)
-        ctx.considered(self, len(empty))
+        empty = ctx.admitted(self, (c for c in ctx.candidates if is_empty(c.pods)))
         taken = ctx.within_budget(empty, self.reason)
         if not taken:
             return None

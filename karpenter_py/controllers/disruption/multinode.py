@@ -14,28 +14,20 @@ command found so far.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Final
 
 from karpenter_py.controllers.disruption import consolidation
-from karpenter_py.controllers.disruption.candidates import consolidation_block
 from karpenter_py.controllers.disruption.context import PassContext
-from karpenter_py.controllers.disruption.types import Candidate, Command, Reason
+from karpenter_py.controllers.disruption.types import Candidate, Command
 
 MULTI_NODE_TIMEOUT: Final = 60.0
 MAX_MULTI_NODE_CANDIDATES: Final = 100
 
 
-class MultiNodeConsolidation:
+class MultiNodeConsolidation(consolidation.Consolidation):
     name: Final = "multi-node-consolidation"
-    reason: Final = Reason.UNDERUTILIZED
-    reason_label: Final = "underutilized"
     consolidation_type: Final = "multi"
-    eventual: Final = False
-    validates: Final = True
-
-    def block(self, candidate: Candidate, now: datetime) -> str | None:
-        return consolidation_block(candidate, now)
+    single = False
 
     def compute_command(self, ctx: PassContext) -> Command | None:
         started = ctx.timer()
@@ -54,16 +46,13 @@ class MultiNodeConsolidation:
             greedy = self._greedy_search(ctx, cands, expired)
             if greedy is not None and (best is None or greedy.savings > best.savings + 1e-9):
                 best = greedy
-        return None if best is None else consolidation.refined(ctx, best, single=False)
-
-    def revalidate(self, ctx: PassContext, command: Command) -> tuple[Command | None, str]:
-        return consolidation.revalidate(ctx, command, single=False)
+        return None if best is None else consolidation.refined(ctx, best, single=self.single)
 
     def _consolidate(
         self, ctx: PassContext, cands: list[Candidate], max_replacements: int
     ) -> Command | None:
         command, _ = consolidation.consolidate(
-            ctx, cands, method=self, single=False, max_replacements=max_replacements
+            ctx, cands, method=self, single=self.single, max_replacements=max_replacements
         )
         return command
 

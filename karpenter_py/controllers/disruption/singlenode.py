@@ -10,27 +10,19 @@ stops at ``Facts.single_node_timeout``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Final
 
 from karpenter_py.controllers.disruption import consolidation
-from karpenter_py.controllers.disruption.candidates import consolidation_block
 from karpenter_py.controllers.disruption.context import PassContext
-from karpenter_py.controllers.disruption.types import Candidate, Command, Reason
+from karpenter_py.controllers.disruption.types import Candidate, Command
 
 SINGLE_NODE_TIMEOUT: Final = 180.0
 
 
-class SingleNodeConsolidation:
+class SingleNodeConsolidation(consolidation.Consolidation):
     name: Final = "single-node-consolidation"
-    reason: Final = Reason.UNDERUTILIZED
-    reason_label: Final = "underutilized"
     consolidation_type: Final = "single"
-    eventual: Final = False
-    validates: Final = True
-
-    def block(self, candidate: Candidate, now: datetime) -> str | None:
-        return consolidation_block(candidate, now)
+    single = True
 
     def compute_command(self, ctx: PassContext) -> Command | None:
         started = ctx.timer()
@@ -39,15 +31,12 @@ class SingleNodeConsolidation:
                 ctx.time_out(self)
                 break
             command, why = consolidation.consolidate(
-                ctx, [c], method=self, single=True, max_replacements=1
+                ctx, [c], method=self, single=self.single, max_replacements=1
             )
             if command is not None:
-                return consolidation.refined(ctx, command, single=True)
+                return consolidation.refined(ctx, command, single=self.single)
             ctx.note(c, why, override=True)
         return None
-
-    def revalidate(self, ctx: PassContext, command: Command) -> tuple[Command | None, str]:
-        return consolidation.revalidate(ctx, command, single=True)
 
 
 def _interleave(cands: Sequence[Candidate]) -> list[Candidate]:
