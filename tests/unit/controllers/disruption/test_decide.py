@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from karpenter_py.controllers.disruption.decide import (
+    METHODS,
     Facts,
     apply_command,
     evaluate,
@@ -109,6 +110,19 @@ def price(it: str, ct: str = "on-demand") -> float:
 
 
 # --------------------------------------------------------------------------------- methods
+def test_methods_run_in_upstream_order_and_carry_upstream_labels() -> None:
+    # (name, budget reason, metric reason label, consolidation_type, eventual, validates)
+    assert [
+        (m.name, m.reason.value, m.reason_label, m.consolidation_type, m.eventual, m.validates)
+        for m in METHODS
+    ] == [
+        ("emptiness", "Empty", "empty", "empty", False, True),
+        ("drift", "Drifted", "drifted", "", True, False),
+        ("multi-node-consolidation", "Underutilized", "underutilized", "multi", False, True),
+        ("single-node-consolidation", "Underutilized", "underutilized", "single", False, True),
+    ]
+
+
 @pytest.mark.parametrize(
     ("nodes", "want"),
     [
