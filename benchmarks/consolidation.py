@@ -12,17 +12,17 @@ RNG. ``now`` is one hour after every creation and condition time.
 
 Timed, on the real decision code (``controllers.disruption.decide``). The public entry points
 ``next_command``/``evaluate`` run emptiness and drift first; here the methods are called
-directly on a fresh ``_Pass(facts, timer)`` (private), so only the method is timed; building the
-``_Pass`` (candidates, the Simulator's solver input) is reported apart as ``setup_seconds``.
+directly on a fresh ``PassContext(facts, timer)``, so only the method is timed; building the
+context (candidates, the Simulator's solver input) is reported apart as ``setup_seconds``.
 Time limits are raised to an hour so the whole search is measured.
 
-* **multi-node** (``multi_node_seconds``): ``_Pass(...).multi_node()`` with
+* **multi-node** (``multi_node_seconds``): ``MULTI_NODE.compute_command(ctx)`` with
   ``search="extended"`` (the default: upstream's prefix binary search, then our greedy subset
   search) on a 100-node cluster of m5/c5/r5 large..4xlarge nodes, each 20-60 % utilised (the
   scenario where consolidation finds work), so all 100 nodes are candidates; also with
   ``search="upstream"``, on the variants below, and on a 500-node cluster (100 of 500
   candidates, ``multi_node_big``).
-* **single-node** (``single_node_seconds``): ``_Pass(...).single_node()`` on a 500-node cluster
+* **single-node** (``single_node_seconds``): ``SINGLE_NODE.compute_command(ctx)`` on a 500-node cluster
   built so that the pass must try every candidate and finds nothing, its worst case: every node
   runs the cheapest catalog type (among the pool's) that holds its pods, and no pod fits in the
   room any other node has left (every pod asks for at least 1 CPU, every node has less than 1
@@ -34,7 +34,7 @@ Time limits are raised to an hour so the whole search is measured.
 
 One ``IndexCache`` is shared across passes and warmed before timing, as the controller shares
 the provisioner's (its cold build is ``index_build_seconds``). Each case is repeated
-(``--repeats``, a fresh ``_Pass`` each time) and the median reported.
+(``--repeats``, a fresh ``PassContext`` each time) and the median reported.
 
 **Saving**: on ``--clusters`` seeded 100-node clusters of the multi-node kind, every command
 disruption would take in order, with ``search="upstream"`` and ``search="extended"``; the hourly
@@ -60,7 +60,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -71,14 +71,16 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # for tests.factories (benchmarks run as a script)
 
 from karpenter_py.cloudprovider.aws.catalog import builtin_aws_instance_types  # noqa: E402
+from karpenter_py.controllers.disruption.context import PassContext  # noqa: E402
 from karpenter_py.controllers.disruption.decide import (  # noqa: E402
     Facts,
     Search,
-    _Pass,
     apply_command,
     evaluate,
     hourly_price,
 )
+from karpenter_py.controllers.disruption.multinode import MULTI_NODE  # noqa: E402
+from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE  # noqa: E402
 from karpenter_py.controllers.disruption.types import Command, Method  # noqa: E402
 from karpenter_py.model.api.nodepool import NodePool  # noqa: E402
 from karpenter_py.model.instancetype import InstanceType  # noqa: E402
@@ -375,7 +377,6 @@ class Timing:
 
 def time_method(
     f: Facts,
-    which: Callable[[_Pass], Command | None],
     method: Method,
     repeats: int,
     profiler: cProfile.Profile | None = None,
@@ -384,11 +385,11 @@ def time_method(
     for i in range(repeats):
         gc.collect()
         t0 = time.perf_counter()
-        p = _Pass(f, time.perf_counter)
+        p = PassContext(f, time.perf_counter)
         t1 = time.perf_counter()
         if profiler is not None and i == 0:
             profiler.enable()
-        command = which(p)
+        command = method.compute_command(p)
         t2 = time.perf_counter()
         if profiler is not None and i == 0:
             profiler.disable()
@@ -404,14 +405,14 @@ def warm_index(f: Facts) -> float:
     """Build the pool's instance-type index once (what the provisioner's cache already holds)."""
     gc.collect()
     t0 = time.perf_counter()
-    _Pass(f, time.perf_counter).sim.run([])
+    PassContext(f, time.perf_counter).sim.run([])
     return time.perf_counter() - t0
 
 
 def _describe(c: Command | None) -> str:
     if c is None:
         return "no command"
-    return f"{c.method.value}: {c.explanation}"
+    return f"{c.method.name}: {c.explanation}"
 
 
 # ----------------------------------------------------------------------------- savings
@@ -440,7 +441,7 @@ def saving_case(cat: Catalog, built: Built, search: Search, indexes: IndexCache)
         after = apply_command(after, c, tag=str(i))
     by_method: dict[str, int] = {}
     for c in commands:
-        by_method[c.method.value] = by_method.get(c.method.value, 0) + 1
+        by_method[c.method.name] = by_method.get(c.method.name, 0) + 1
     names = [n.name for n in after.nodes]
     return {
         "nodes_before": len(snap.nodes),
@@ -557,15 +558,13 @@ def multi_case(
     repeats: int,
     profile: bool,
 ) -> dict[str, Any]:
-    """Time ``multi_node()`` with both searches on one cluster."""
+    """Time multi-node consolidation with both searches on one cluster."""
     snap = built.snapshot()
     index_s = warm_index(facts(snap, cat, "extended", indexes))
     out: dict[str, Any] = {"nodes": len(snap.nodes), "pods": built.pods}
     for search in ("extended", "upstream"):
         prof = cProfile.Profile() if profile else None
-        r = time_method(
-            facts(snap, cat, search, indexes), _Pass.multi_node, Method.MULTI_NODE, repeats, prof
-        )
+        r = time_method(facts(snap, cat, search, indexes), MULTI_NODE, repeats, prof)
         considered = min(r.eligible, 100)
         print(
             f"multi-node {label} ({search}): {considered} of {r.eligible} candidates, "
@@ -596,9 +595,7 @@ def single_case(
     snap = full.snapshot()
     warm_index(facts(snap, cat, "extended", indexes))
     prof = cProfile.Profile() if profile else None
-    r = time_method(
-        facts(snap, cat, "extended", indexes), _Pass.single_node, Method.SINGLE_NODE, repeats, prof
-    )
+    r = time_method(facts(snap, cat, "extended", indexes), SINGLE_NODE, repeats, prof)
     print(
         f"single-node: {r.eligible} candidates, {full.pods} pods (types "
         f"{', '.join(types_used)}): {_med(r.method):.3f}s median of {repeats} "

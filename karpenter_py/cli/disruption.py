@@ -413,7 +413,7 @@ def _replacement_json(nc: NewNodeClaim) -> dict[str, object]:
 
 def command_json(command: Command) -> dict[str, object]:
     return {
-        "method": command.method.value,
+        "method": command.method.name,
         "reason": command.reason.value,
         "candidates": [c.name for c in command.candidates],
         "replacements": [_replacement_json(nc) for nc in command.replacements],
@@ -471,7 +471,7 @@ def _command_block(index: int, command: Command) -> tuple[str, bool]:
             ]
         )
     lines = [
-        f"{index}. {command.method.value} ({command.reason.value}): {command.explanation}",
+        f"{index}. {command.method.name} ({command.reason.value}): {command.explanation}",
         f"  Candidates ({len(command.candidates)}):",
         _indent(
             _table(
@@ -587,7 +587,7 @@ def run_disruption(
         return EXIT_USAGE
     for method in result.decision.timed_out:
         print(
-            f"warning: {method.value} reached its time limit; the best command found is shown",
+            f"warning: {method.name} reached its time limit; the best command found is shown",
             file=stderr,
         )
     if output == "json":

@@ -420,7 +420,7 @@ async def test_three_nodes_become_one(client: KubeClient) -> None:
 
                 await eventually(consolidated, within=90, interval=0.5, what="3 nodes -> 1")
                 done = [e for e in app.disruption.queue.history if e.outcome.value == "Succeeded"]
-                assert [e.command.method.value for e in done] == ["multi-node-consolidation"]
+                assert [e.command.method.name for e in done] == ["multi-node-consolidation"]
                 assert len(done[0].command.candidates) >= 2
         finally:
             await clean_pool(client, pool, ns)
@@ -489,7 +489,7 @@ async def test_a_template_change_replaces_drifted_nodes_one_by_one(client: KubeC
                 # One command at a time, one drifted candidate and one replacement each.
                 assert most_queued == 1
                 history = list(app.disruption.queue.history)
-                assert [(e.command.method.value, e.outcome.value) for e in history] == [
+                assert [(e.command.method.name, e.outcome.value) for e in history] == [
                     ("drift", "Succeeded"),
                     ("drift", "Succeeded"),
                 ]

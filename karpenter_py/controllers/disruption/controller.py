@@ -55,7 +55,7 @@ from karpenter_py.controllers.disruption.queue import (
     set_disrupted_taint,
     set_disruption_reason,
 )
-from karpenter_py.controllers.disruption.types import Command, Decision, Method, Reason
+from karpenter_py.controllers.disruption.types import Command, Decision, Reason
 from karpenter_py.controllers.runtime import Watch, wait_synced
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.events import WARNING, EventRecorder, object_ref
@@ -78,13 +78,6 @@ RECHECK_AFTER: Final = 300.0  # forced pass when nothing changed (upstream: 5 mi
 BLOCKED_DEDUPE: Final = 60.0
 UNCONSOLIDATABLE_DEDUPE: Final = 900.0
 SETTLE: Final = 1.0  # after hygiene wrote something, let the watches catch up before deciding
-
-METHOD_REASON_LABEL: Final[dict[Method, str]] = {
-    Method.EMPTINESS: "empty",
-    Method.DRIFT: "drifted",
-    Method.MULTI_NODE: "underutilized",
-    Method.SINGLE_NODE: "underutilized",
-}
 
 Decide = Callable[[Facts], Decision]
 
@@ -235,10 +228,8 @@ class Disruption:
         if self.metrics is not None:
             command = decision.commands[0] if decision.commands else None
             self.metrics.voluntary_disruption_decision_evaluation_duration.labels(
-                method=METHOD_REASON_LABEL[command.method] if command is not None else "none",
-                consolidation_type=events.CONSOLIDATION_TYPE[command.method]
-                if command is not None
-                else "",
+                method=command.method.reason_label if command is not None else "none",
+                consolidation_type=command.method.consolidation_type if command is not None else "",
             ).observe(time.perf_counter() - started)
         return decision
 
@@ -265,7 +256,7 @@ class Disruption:
             events.rejected(self.recorder, c, why)
         if self.metrics is not None:
             self.metrics.voluntary_disruption_failed_validations.labels(
-                consolidation_type=events.CONSOLIDATION_TYPE[command.method]
+                consolidation_type=command.method.consolidation_type
             ).inc()
         return None
 
@@ -363,13 +354,13 @@ class Disruption:
             return
         eligible: dict[str, int] = {}
         for method, n in decision.eligible.items():
-            label = METHOD_REASON_LABEL[method]
+            label = method.reason_label
             eligible[label] = max(eligible.get(label, 0), n)
         for label, n in eligible.items():
             self.metrics.voluntary_disruption_eligible_nodes.labels(reason=label).set(n)
         for method in decision.timed_out:
             self.metrics.voluntary_disruption_consolidation_timeouts.labels(
-                consolidation_type=events.CONSOLIDATION_TYPE[method]
+                consolidation_type=method.consolidation_type
             ).inc()
 
     # ------------------------------------------------------------------ on demand
@@ -380,7 +371,7 @@ class Disruption:
             "decidedAt": self.last_decided_at.isoformat() if self.last_decided_at else None,
             "commands": [command_report(c) for c in decision.commands] if decision else [],
             "unchanged": dict(sorted(decision.unchanged.items())) if decision else {},
-            "timedOut": [m.value for m in decision.timed_out] if decision else [],
+            "timedOut": [m.name for m in decision.timed_out] if decision else [],
             "lastRejection": self.last_rejection,
             "queue": [e.summary() for e in self.queue.entries],
             "recent": [e.summary() for e in list(self.queue.history)[-10:]],
@@ -389,7 +380,7 @@ class Disruption:
 
 def command_report(command: Command) -> dict[str, Any]:
     return {
-        "method": command.method.value,
+        "method": command.method.name,
         "reason": command.reason.value,
         "decision": command.decision,
         "candidates": [

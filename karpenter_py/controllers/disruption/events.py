@@ -1,4 +1,5 @@
-"""Events and metric labels the disruption controller and its queue publish.
+"""Events the disruption controller and its queue publish (each method carries its own metric
+labels: ``Method.reason_label``, ``Method.consolidation_type``).
 
 Reason strings are upstream's (``karpenter.sh`` event reasons, so ``kubectl get events
 --field-selector reason=...`` filters the same); the messages are ours. Every node-level event is
@@ -8,10 +9,9 @@ describe`` shows it.
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
-from karpenter_py.controllers.disruption.types import Candidate, Method
+from karpenter_py.controllers.disruption.types import Candidate
 from karpenter_py.kube.events import NORMAL, WARNING, EventRecorder, EventType, object_ref
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.model.api.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
@@ -26,22 +26,6 @@ DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 UNCONSOLIDATABLE: Final = "Unconsolidatable"
 CONSOLIDATION_REJECTED: Final = "ConsolidationRejected"
 CONSOLIDATION_CANDIDATE: Final = "ConsolidationCandidate"
-
-# upstream's consolidation_type label per method ("" for drift).
-CONSOLIDATION_TYPE: Final[dict[Method, str]] = {
-    Method.EMPTINESS: "empty",
-    Method.DRIFT: "",
-    Method.MULTI_NODE: "multi",
-    Method.SINGLE_NODE: "single",
-}
-
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-def snake_case(text: str) -> str:
-    """``Underutilized`` -> ``underutilized``; ``NodePoolDrifted`` -> ``node_pool_drifted``
-    (the form upstream's ``reason`` metric labels take)."""
-    return _CAMEL_BOUNDARY.sub("_", text).lower()
 
 
 def node_ref(name: str, uid: str = "") -> KubeObject:

@@ -146,7 +146,7 @@ class Entry:
         cmd = self.command
         return {
             "id": self.id,
-            "method": cmd.method.value,
+            "method": cmd.method.name,
             "reason": cmd.reason.value,
             "decision": cmd.decision,
             "candidates": list(self.node_names),
@@ -458,7 +458,7 @@ class OrchestrationQueue:
         if not cmd.replacements:
             return
         created, failures = await self.rounds.create(
-            cmd.replacements, self.cluster.nodepools, reason=cmd.reason.value.lower()
+            cmd.replacements, self.cluster.nodepools, reason=cmd.method.reason_label
         )
         entry.replacements = [created[r] for r in cmd.replacements if r in created]
         if failures or len(created) < len(cmd.replacements):
@@ -548,7 +548,7 @@ class OrchestrationQueue:
             return
         labels = nc.metadata.labels or {}
         self.metrics.nodeclaims_disrupted.labels(
-            reason=events.snake_case(cmd.reason.value),
+            reason=cmd.method.reason_label,
             nodepool=labels.get(LABEL_NODEPOOL, c.pool_name),
             capacity_type=labels.get(LABEL_CAPACITY_TYPE, c.capacity_type),
         ).inc()
@@ -594,6 +594,6 @@ class OrchestrationQueue:
 def _labels(cmd: Command) -> dict[str, str]:
     return {
         "decision": cmd.decision,
-        "reason": events.snake_case(cmd.reason.value),
-        "consolidation_type": events.CONSOLIDATION_TYPE[cmd.method],
+        "reason": cmd.method.reason_label,
+        "consolidation_type": cmd.method.consolidation_type,
     }

@@ -8,13 +8,19 @@ the controller run the same decisions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol
 
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim
 from karpenter_py.state.statenode import StateNode
+
+if TYPE_CHECKING:
+    # A pass hands itself to each method; the context in turn is built from these types.
+    from karpenter_py.controllers.disruption.context import PassContext
 
 
 class Reason(StrEnum):
@@ -25,22 +31,61 @@ class Reason(StrEnum):
     UNDERUTILIZED = "Underutilized"
 
 
-class Method(StrEnum):
-    """The methods in the order the loop tries them; the metric label upstream uses."""
+class Method(Protocol):
+    """One way to disrupt nodes (upstream's ``Method``), one module each (``emptiness``,
+    ``drift``, ``multinode``, ``singlenode``); ``decide.METHODS`` runs them in upstream's order.
 
-    EMPTINESS = "emptiness"
-    DRIFT = "drift"
-    MULTI_NODE = "multi-node-consolidation"
-    SINGLE_NODE = "single-node-consolidation"
+    A method carries the facts everyone else needs about it, so none is kept in a table keyed by
+    method: the label it shows under, the reason its budgets are looked up by, its metric labels,
+    its disruption class and whether its commands are re-validated. A pass shares what methods
+    learn (why a node stays, how many candidates each considered, which hit their time limit)
+    through the :class:`~karpenter_py.controllers.disruption.context.PassContext` it hands them.
+    """
 
+    @property
+    def name(self) -> str:
+        """The method label (``/debug/disruption``, ``plan --disruption``), e.g. ``emptiness``."""
+        ...
 
-# Which reason each method disrupts for (budgets are looked up by reason).
-METHOD_REASON: dict[Method, Reason] = {
-    Method.EMPTINESS: Reason.EMPTY,
-    Method.DRIFT: Reason.DRIFTED,
-    Method.MULTI_NODE: Reason.UNDERUTILIZED,
-    Method.SINGLE_NODE: Reason.UNDERUTILIZED,
-}
+    @property
+    def reason(self) -> Reason:
+        """The disruption reason: budgets are looked up by it, ``DisruptionReason`` carries it."""
+        ...
+
+    @property
+    def reason_label(self) -> str:
+        """The ``reason`` (and evaluation ``method``) metric label, e.g. ``underutilized``."""
+        ...
+
+    @property
+    def consolidation_type(self) -> str:
+        """Upstream's ``consolidation_type`` metric label (``""`` for drift)."""
+        ...
+
+    @property
+    def eventual(self) -> bool:
+        """Upstream's eventual disruption class: candidates whose NodeClaim has a
+        terminationGracePeriod ignore pod-level blocks."""
+        ...
+
+    @property
+    def validates(self) -> bool:
+        """Whether a command waits ``COMMAND_VALIDATION_DELAY`` and is re-checked first."""
+        ...
+
+    def block(self, candidate: Candidate, now: datetime) -> str | None:
+        """Why this method may not disrupt ``candidate`` (upstream's ShouldDisrupt), or None."""
+        ...
+
+    def compute_command(self, ctx: PassContext) -> Command | None:
+        """The command this method takes now, or None; why each other node stays goes to
+        ``ctx`` (upstream's ComputeCommand)."""
+        ...
+
+    def revalidate(self, ctx: PassContext, command: Command) -> tuple[Command | None, str]:
+        """Re-check ``command`` against the fresh facts of ``ctx``: the command to run, or None
+        and why it was rejected."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -87,7 +132,7 @@ class Command:
 
     @property
     def reason(self) -> Reason:
-        return METHOD_REASON[self.method]
+        return self.method.reason
 
     @property
     def savings(self) -> float:

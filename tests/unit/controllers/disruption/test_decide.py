@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from karpenter_py.controllers.disruption.decide import (
+    METHODS,
     Facts,
     apply_command,
     evaluate,
@@ -17,7 +18,9 @@ from karpenter_py.controllers.disruption.decide import (
     revalidate,
     validate,
 )
-from karpenter_py.controllers.disruption.types import Command, Method
+from karpenter_py.controllers.disruption.drift import DRIFT
+from karpenter_py.controllers.disruption.emptiness import EMPTINESS
+from karpenter_py.controllers.disruption.types import Command
 from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.core import LabelSelector
 from karpenter_py.state.cluster import Cluster
@@ -95,7 +98,7 @@ def facts(c: Cluster, **kw: Any) -> Facts:
 
 def shape(cmd: Command) -> tuple[str, list[str], list[str], float]:
     return (
-        cmd.method.value,
+        cmd.method.name,
         [x.name for x in cmd.candidates],
         [r.instance_type.name for r in cmd.replacements],
         round(cmd.savings, 4),
@@ -107,6 +110,19 @@ def price(it: str, ct: str = "on-demand") -> float:
 
 
 # --------------------------------------------------------------------------------- methods
+def test_methods_run_in_upstream_order_and_carry_upstream_labels() -> None:
+    # (name, budget reason, metric reason label, consolidation_type, eventual, validates)
+    assert [
+        (m.name, m.reason.value, m.reason_label, m.consolidation_type, m.eventual, m.validates)
+        for m in METHODS
+    ] == [
+        ("emptiness", "Empty", "empty", "empty", False, True),
+        ("drift", "Drifted", "drifted", "", True, False),
+        ("multi-node-consolidation", "Underutilized", "underutilized", "multi", False, True),
+        ("single-node-consolidation", "Underutilized", "underutilized", "single", False, True),
+    ]
+
+
 @pytest.mark.parametrize(
     ("nodes", "want"),
     [
@@ -266,7 +282,7 @@ def test_drift_with_termination_grace_period_ignores_pod_blocks() -> None:
     blocked = next_command(facts(build([("a", C4, ["3"])], **kw)))
     assert blocked.commands == ()
     (cmd,) = next_command(facts(build([("a", C4, ["3"])], tgp="1h", **kw))).commands
-    assert cmd.method is Method.DRIFT
+    assert cmd.method is DRIFT
 
 
 # --------------------------------------------------------------------------------- validation
@@ -300,7 +316,7 @@ def test_evaluate_names_every_node_once() -> None:
     d = evaluate(facts(c))
     named = [x.name for cmd in d.commands for x in cmd.candidates] + list(d.unchanged)
     assert sorted(named) == ["a", "b", "c", "d"]
-    assert d.commands[0].method is Method.EMPTINESS
+    assert d.commands[0].method is EMPTINESS
 
 
 def test_evaluate_spends_budgets_across_commands() -> None:

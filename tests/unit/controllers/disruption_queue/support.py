@@ -17,6 +17,7 @@ from typing import Any, cast
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.controllers.disruption.queue import OrchestrationQueue
+from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE
 from karpenter_py.controllers.disruption.types import Candidate, Command, Method
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import ConflictError, NotFoundError, ServerError
@@ -282,7 +283,7 @@ class World:
     def command(
         self,
         *names: str,
-        method: Method = Method.SINGLE_NODE,
+        method: Method = SINGLE_NODE,
         replacements: Sequence[NewNodeClaim] = (),
         explanation: str = "test command",
     ) -> Command:

@@ -8,7 +8,9 @@ from typing import Any
 
 from karpenter_py.controllers.disruption.controller import Disruption
 from karpenter_py.controllers.disruption.decide import Facts
-from karpenter_py.controllers.disruption.types import Decision, Method
+from karpenter_py.controllers.disruption.drift import DRIFT
+from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE
+from karpenter_py.controllers.disruption.types import Decision
 from karpenter_py.kube.resources import NODECLAIMS
 from tests import factories
 from tests.unit.controllers.disruption_queue.support import (
@@ -68,7 +70,7 @@ async def test_hygiene_removes_stray_taints_and_conditions_only_where_no_command
     async with asyncio.TaskGroup() as tg:
         runner = tg.create_task(w.queue.run())
         await w.queue.wait_running()
-        w.queue.add(w.command("queued", method=Method.DRIFT, replacements=[w.replacement()]))
+        w.queue.add(w.command("queued", method=DRIFT, replacements=[w.replacement()]))
         await asyncio.sleep(0)
         w.api.log.clear()
 
@@ -150,7 +152,7 @@ async def test_zero_budget_publishes_disruption_blocked_and_sets_the_gauge() -> 
 async def test_a_drift_command_goes_to_the_queue_without_validation() -> None:
     w = World()
     w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
-    cmd = w.command("n1", method=Method.DRIFT, replacements=[w.replacement()])
+    cmd = w.command("n1", method=DRIFT, replacements=[w.replacement()])
     d = controller(w, FakeDecide(Decision(commands=(cmd,))))
     async with asyncio.TaskGroup() as tg:
         runner = tg.create_task(w.queue.run())
@@ -166,7 +168,7 @@ async def test_a_drift_command_goes_to_the_queue_without_validation() -> None:
 async def test_a_rejected_consolidation_publishes_consolidation_rejected() -> None:
     w = World()
     w.add_node("n1", nodeclaim_conditions=LIFECYCLE)  # not Consolidatable: revalidation fails
-    cmd = w.command("n1", method=Method.SINGLE_NODE)
+    cmd = w.command("n1", method=SINGLE_NODE)
     d = controller(w, FakeDecide(Decision(commands=(cmd,))), validation_delay=15.0)
     task = asyncio.create_task(d.reconcile())
     for _ in range(20):
@@ -191,7 +193,7 @@ async def test_a_command_that_fails_to_start_waits_for_the_next_period() -> None
     w = World()
     w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
     w.api.fail.add(("create", "nodeclaims", "*"))
-    cmd = w.command("n1", method=Method.DRIFT, replacements=[w.replacement()])
+    cmd = w.command("n1", method=DRIFT, replacements=[w.replacement()])
     d = controller(w, FakeDecide(Decision(commands=(cmd,))))
     async with asyncio.TaskGroup() as tg:
         runner = tg.create_task(w.queue.run())

@@ -9,13 +9,16 @@ from typing import Any
 
 import pytest
 
+from karpenter_py.controllers.disruption.drift import DRIFT
+from karpenter_py.controllers.disruption.emptiness import EMPTINESS
+from karpenter_py.controllers.disruption.multinode import MULTI_NODE
 from karpenter_py.controllers.disruption.queue import (
     Entry,
     Outcome,
     command_timeout,
     set_disrupted_taint,
 )
-from karpenter_py.controllers.disruption.types import Command, Method
+from karpenter_py.controllers.disruption.types import Command
 from karpenter_py.kube.resources import NODECLAIMS, NODES
 from tests.unit.controllers.disruption_queue.support import (
     DISRUPTED_TAINT,
@@ -50,7 +53,7 @@ def test_timeout_is_80ms_per_queued_command_within_10m_and_1h(queued: int, secon
 async def test_delete_command_taints_sets_the_condition_then_deletes() -> None:
     w = World()
     w.add_node("n1")
-    cmd = w.command("n1", method=Method.EMPTINESS, explanation="1 node empty")
+    cmd = w.command("n1", method=EMPTINESS, explanation="1 node empty")
     e = entry(w, cmd)
 
     assert await w.queue.execute(e) == Outcome.SUCCEEDED
@@ -195,7 +198,7 @@ async def test_timeout_rolls_back_and_leaves_the_replacement_as_capacity() -> No
 async def test_a_deleted_replacement_is_unrecoverable() -> None:
     w = World()
     w.add_node("n1")
-    e = entry(w, w.command("n1", method=Method.DRIFT, replacements=[w.replacement()]))
+    e = entry(w, w.command("n1", method=DRIFT, replacements=[w.replacement()]))
     task = asyncio.create_task(w.queue.execute(e))
     await settle()
     w.api.remove(NODECLAIMS, e.replacements[0])
@@ -214,7 +217,7 @@ async def test_taint_failure_aborts_a_replace_before_anything_is_created() -> No
     w.add_node("n1")
     w.add_node("n2")
     w.api.fail.add(("patch", "nodes", "n2"))
-    e = entry(w, w.command("n1", "n2", method=Method.MULTI_NODE, replacements=[w.replacement()]))
+    e = entry(w, w.command("n1", "n2", method=MULTI_NODE, replacements=[w.replacement()]))
 
     assert await w.queue.execute(e) == Outcome.TAINT_FAILED
 
@@ -231,7 +234,7 @@ async def test_taint_failure_does_not_stop_a_delete_only_command() -> None:
     w = World()
     w.add_node("n1")
     w.api.fail.add(("patch", "nodes", "n1"))
-    e = entry(w, w.command("n1", method=Method.EMPTINESS))
+    e = entry(w, w.command("n1", method=EMPTINESS))
 
     assert await w.queue.execute(e) == Outcome.SUCCEEDED
     assert w.api.taints("n1") == [OTHER_TAINT]  # termination cordons it
@@ -243,7 +246,7 @@ async def test_a_candidate_that_cannot_be_deleted_is_restored() -> None:
     w.add_node("n1")
     w.add_node("n2")
     w.api.fail.add(("delete", "nodeclaims", "n2"))
-    e = entry(w, w.command("n1", "n2", method=Method.EMPTINESS))
+    e = entry(w, w.command("n1", "n2", method=EMPTINESS))
     task = asyncio.create_task(w.queue.execute(e))
     for _ in range(5):
         await settle()
