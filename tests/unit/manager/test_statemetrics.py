@@ -14,7 +14,7 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.obs.metrics import POD_STATE_LABELS, Metrics
 from karpenter_py.state.cluster import KINDS, Cluster
-from tests.unit.metrics_wiring._exposition import scrape, series, value
+from tests.unit.obs.exposition import scrape, series, value
 
 
 def nodepool() -> NodePool:

@@ -14,7 +14,7 @@ from karpenter_py.model.core import Pod, pod_from_dict
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import KINDS, Cluster
 from tests.unit.fakes import FakeNodeAPI, FakeWriter
-from tests.unit.metrics_wiring._exposition import scrape, series, value
+from tests.unit.obs.exposition import scrape, series, value
 
 CTRL = {"controller": "provisioner"}
 
