@@ -23,6 +23,7 @@ from karpenter_py.controllers.nodeclass.status import (
 )
 from karpenter_py.model.api.ec2nodeclass import AMI, EC2NodeClass, SecurityGroup, Subnet
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from tests.unit.fakes import FakeKube
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NO_SUBNETS = Failure("SubnetsNotFound", "SubnetSelector did not match any Subnets")
@@ -170,16 +171,6 @@ def test_finalizers_patch(finalizers: list[str], add: bool, expected: list[str])
     }
 
 
-class FakeVersionClient:
-    def __init__(self, info: dict[str, str]) -> None:
-        self.info = info
-        self.calls = 0
-
-    async def version(self) -> dict[str, str]:
-        self.calls += 1
-        return self.info
-
-
 @pytest.mark.parametrize(
     ("info", "expected"),
     [
@@ -189,9 +180,10 @@ class FakeVersionClient:
     ],
 )
 def test_kubernetes_version(info: dict[str, str], expected: str) -> None:
-    client = FakeVersionClient(info)
+    client = FakeKube()
+    client.version_info = info
     clock = FakeClock(NOW)
-    reader = KubernetesVersion(client, clock=clock)  # type: ignore[arg-type]
+    reader = KubernetesVersion(client, clock=clock)
 
     async def twice() -> list[str]:
         first = await reader()
@@ -200,4 +192,4 @@ def test_kubernetes_version(info: dict[str, str], expected: str) -> None:
         return [first, second, await reader()]
 
     assert asyncio.run(twice()) == [expected] * 3
-    assert client.calls == 2  # cached for 5 minutes
+    assert len(client.calls_of("get")) == 2  # cached for 5 minutes
