@@ -18,8 +18,9 @@ from karpenter_py.kube.events import EventRecorder, EventType
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.core import Node, node_from_dict
+from karpenter_py.model.core import Node
 from karpenter_py.state.cluster import Cluster
+from tests import factories
 from tests.unit.fakes import FakeKube, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -68,13 +69,7 @@ def claim(
 
 
 def node(capacity: dict[str, str]) -> Node:
-    return node_from_dict(
-        {
-            "metadata": {"name": "n1"},
-            "spec": {"providerID": "fake://n1"},
-            "status": {"capacity": capacity},
-        }
-    )
+    return factories.node("n1", provider_id="fake://n1", capacity=capacity)
 
 
 @pytest.mark.parametrize(

@@ -2,39 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.core import node_from_dict
+from karpenter_py.model.core import Node
 from karpenter_py.state.cluster import Cluster
+from tests import factories
 from tests.unit.fakes import FakeCloudProvider, FakeKube, wire
 
 
 def claim(name: str, *, pid: str = "", registered: bool = True) -> NodeClaim:
-    nc = NodeClaim.model_validate(
-        {
-            "metadata": {"name": name, "uid": f"uid-{name}"},
-            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "d"}, "requirements": []},
-            "status": {"providerID": pid},
-        }
-    )
-    if registered:
-        nc.status.set_condition("Registered", "True", now=FakeClock().now())
-    return nc
+    conditions = [factories.condition("Registered")] if registered else []
+    return factories.nodeclaim(name, uid=f"uid-{name}", provider_id=pid, conditions=conditions)
 
 
-def node(name: str, *, ready: bool) -> Any:
-    return node_from_dict(
-        {
-            "metadata": {"name": name},
-            "spec": {"providerID": f"fake://{name}"},
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-        }
-    )
+def node(name: str, *, ready: bool) -> Node:
+    return factories.node(name, provider_id=f"fake://{name}", ready=ready)
 
 
 def collector(
