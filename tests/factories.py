@@ -54,12 +54,21 @@ def nodepool(
     labels: dict[str, str] | None = None,
     weight: int | None = None,
     limits: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    uid: str | None = None,
+    status: dict[str, Any] | None = None,
+    **spec_fields: Any,
 ) -> NodePool:
+    """A NodePool of the default KWOKNodeClass; other keyword arguments are spec fields."""
+    template_spec: dict[str, Any] = {
+        "nodeClassRef": dict(KWOK_REF),
+        "requirements": requirements or [],
+    }
+    if taints is not None:
+        template_spec["taints"] = taints
     spec: dict[str, Any] = {
-        "template": {
-            "metadata": {"labels": labels or {}},
-            "spec": {"nodeClassRef": dict(KWOK_REF), "requirements": requirements or []},
-        },
+        "template": {"metadata": {"labels": labels or {}}, "spec": template_spec},
+        **spec_fields,
     }
     if disruption is not None:
         spec["disruption"] = disruption
@@ -67,7 +76,13 @@ def nodepool(
         spec["weight"] = weight
     if limits is not None:
         spec["limits"] = limits
-    return NodePool.model_validate({"metadata": {"name": name, "uid": f"np-{name}"}, "spec": spec})
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "uid": uid if uid is not None else f"np-{name}"},
+        "spec": spec,
+    }
+    if status is not None:
+        body["status"] = status
+    return NodePool.model_validate(body)
 
 
 def node_labels(

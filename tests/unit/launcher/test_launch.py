@@ -16,6 +16,7 @@ from karpenter_py.launcher.launch import Launcher, LaunchStatus, UnavailableOffe
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
 from karpenter_py.obs.metrics import Metrics
+from tests import factories
 from tests.unit.fakes import FakeCloudProvider
 
 
@@ -26,15 +27,7 @@ def claim(uid: str = "uid-1", *, pinned: bool = True) -> NodeClaim:
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
         ]
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": f"nc-{uid}", "uid": uid},
-            "spec": {
-                "nodeClassRef": {"group": "g", "kind": "K", "name": "d"},
-                "requirements": reqs,
-            },
-        }
-    )
+    return factories.nodeclaim(f"nc-{uid}", uid=uid, launched=False, requirements=reqs)
 
 
 def fake_cloud(*errors: Exception) -> FakeCloudProvider:

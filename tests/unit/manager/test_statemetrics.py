@@ -14,35 +14,21 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.obs.metrics import POD_STATE_LABELS, Metrics
 from karpenter_py.state.cluster import KINDS, Cluster
+from tests import factories
 from tests.unit.obs.exposition import scrape, series, value
 
 
 def nodepool() -> NodePool:
-    return NodePool.model_validate(
-        {
-            "metadata": {"name": "default"},
-            "spec": {
-                "limits": {"cpu": "1000", "memory": "1000Gi"},
-                "template": {
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.kwok.sh",
-                            "kind": "KWOKNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": [],
-                    }
-                },
-            },
-            "status": {
-                "resources": {
-                    "cpu": "3500m",
-                    "memory": "8Gi",
-                    "ephemeral-storage": "20Gi",
-                    "nodes": "1",
-                }
-            },
-        }
+    return factories.nodepool(
+        limits={"cpu": "1000", "memory": "1000Gi"},
+        status={
+            "resources": {
+                "cpu": "3500m",
+                "memory": "8Gi",
+                "ephemeral-storage": "20Gi",
+                "nodes": "1",
+            }
+        },
     )
 
 

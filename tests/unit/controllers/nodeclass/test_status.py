@@ -23,6 +23,7 @@ from karpenter_py.controllers.nodeclass.status import (
 )
 from karpenter_py.model.api.ec2nodeclass import AMI, EC2NodeClass, SecurityGroup, Subnet
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from tests import factories
 from tests.unit.fakes import FakeKube
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -31,17 +32,8 @@ AWS_DOWN = Failure("AMIsResolutionFailed", "failed to resolve AMIs: Throttling",
 
 
 def nodeclass(status: dict[str, Any] | None = None) -> EC2NodeClass:
-    return EC2NodeClass.model_validate(
-        {
-            "metadata": {"name": "default", "resourceVersion": "7", "generation": 3},
-            "spec": {
-                "role": "r",
-                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
-                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            },
-            "status": status or {},
-        }
+    return factories.ec2nodeclass(
+        role="r", selector={"a": "b"}, resource_version="7", generation=3, status=status or {}
     )
 
 
@@ -134,15 +126,8 @@ def test_unchanged_status_compares_equal() -> None:
 
 
 def claim(name: str, group: str, kind: str, ref: str) -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "nodeClassRef": {"group": group, "kind": kind, "name": ref},
-                "requirements": [],
-            },
-        }
-    )
+    ref_ = {"group": group, "kind": kind, "name": ref}
+    return factories.nodeclaim(name, launched=False, node_class_ref=ref_)
 
 
 def test_referencing_nodeclaims() -> None:

@@ -20,6 +20,7 @@ from karpenter_py.kube.events import EventRecorder
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import Pod
 from karpenter_py.obs.metrics import Metrics
+from tests import factories
 from tests.unit.fakes import FakeKube
 
 
@@ -41,7 +42,7 @@ def err(cls: type[ApiError], status: int) -> ApiError:
 
 
 def pod(name: str) -> Pod:
-    return Pod(namespace="ns", name=name, uid=f"uid-{name}")
+    return factories.pod(name, namespace="ns", uid=f"uid-{name}")
 
 
 def queue(api: FakeKube, metrics: Metrics | None = None) -> tuple[EvictionQueue, EventRecorder]:
