@@ -19,6 +19,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import Offering, make_instance_type
 from karpenter_py.state.cluster import Cluster
+from tests import factories
 from tests.unit.fakes import FakeCloudProvider, FakeKube, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -32,24 +33,11 @@ def pool(
     requirements: list[dict[str, Any]] | None = None,
     labels: dict[str, str] | None = None,
 ) -> NodePool:
-    return NodePool.model_validate(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "template": {
-                    "metadata": {"labels": labels or {}},
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.kwok.sh",
-                            "kind": "KWOKNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": requirements or [],
-                    },
-                },
-                "disruption": {"consolidateAfter": consolidate_after},
-            },
-        }
+    return factories.nodepool(
+        name,
+        requirements=requirements,
+        labels=labels,
+        disruption={"consolidateAfter": consolidate_after},
     )
 
 
@@ -80,39 +68,27 @@ def claim(
         conds.append(condition("Launched", "True", created))
     if initialized_at is not None:
         conds.append(condition("Initialized", "True", initialized_at))
-    status: dict[str, Any] = {"providerID": f"kwok://{name}", "conditions": conds}
-    if last_pod_event is not None:
-        status["lastPodEventTime"] = format_time(last_pod_event)
-    return NodeClaim.model_validate(
-        {
-            "metadata": {
-                "name": name,
-                "uid": f"uid-{name}",
-                "resourceVersion": "1",
-                "creationTimestamp": format_time(created),
-                "labels": {
-                    "karpenter.sh/nodepool": nodepool,
-                    "node.kubernetes.io/instance-type": "m-4x",
-                    "topology.kubernetes.io/zone": "z1",
-                    "karpenter.sh/capacity-type": "on-demand",
-                    **(labels or {}),
-                },
-                "annotations": {
-                    "karpenter.sh/nodepool-hash": nodepool_hash(hash_of or pool(nodepool)),
-                    "karpenter.sh/nodepool-hash-version": "v3",
-                },
-            },
-            "spec": {
-                "nodeClassRef": {
-                    "group": "karpenter.kwok.sh",
-                    "kind": "KWOKNodeClass",
-                    "name": "default",
-                },
-                "requirements": [],
-            },
-            "status": status,
-        }
+    nc = factories.nodeclaim(
+        name,
+        pool=nodepool,
+        uid=f"uid-{name}",
+        resource_version="1",
+        created=format_time(created),
+        labels={
+            "node.kubernetes.io/instance-type": "m-4x",
+            "topology.kubernetes.io/zone": "z1",
+            "karpenter.sh/capacity-type": "on-demand",
+            **(labels or {}),
+        },
+        annotations={
+            "karpenter.sh/nodepool-hash": nodepool_hash(hash_of or pool(nodepool)),
+            "karpenter.sh/nodepool-hash-version": "v3",
+        },
+        conditions=conds,
     )
+    if last_pod_event is not None:
+        nc.status.last_pod_event_time = last_pod_event
+    return nc
 
 
 M4X = make_instance_type(
