@@ -57,11 +57,12 @@ def nodepool(
     taints: list[dict[str, str]] | None = None,
     uid: str | None = None,
     status: dict[str, Any] | None = None,
+    node_class_ref: dict[str, str] | None = None,
     **spec_fields: Any,
 ) -> NodePool:
     """A NodePool of the default KWOKNodeClass; other keyword arguments are spec fields."""
     template_spec: dict[str, Any] = {
-        "nodeClassRef": dict(KWOK_REF),
+        "nodeClassRef": dict(node_class_ref or KWOK_REF),
         "requirements": requirements or [],
     }
     if taints is not None:

@@ -28,6 +28,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import NodePoolSink
+from tests import factories
 from tests.unit.fakes import FakeKube, wire
 
 GROUP, KIND = "karpenter.kwok.sh", "KWOKNodeClass"
@@ -273,21 +274,12 @@ DRIFTED = {
 def claim(
     name: str, *, pool: str = "pool", annotations: dict[str, str], drifted: bool = False
 ) -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodeClaim",
-            "metadata": {
-                "name": name,
-                "labels": {"karpenter.sh/nodepool": pool},
-                "annotations": annotations,
-            },
-            "spec": {
-                "nodeClassRef": {"group": GROUP, "kind": KIND, "name": "default"},
-                "requirements": [],
-            },
-            "status": {"conditions": [DRIFTED] if drifted else []},
-        }
+    return factories.nodeclaim(
+        name,
+        pool=pool,
+        annotations=annotations,
+        node_class_ref={"group": GROUP, "kind": KIND, "name": "default"},
+        conditions=[DRIFTED] if drifted else [],
     )
 
 
