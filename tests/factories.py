@@ -217,6 +217,7 @@ def pod(
     pending: bool = False,
     phase: str | None = None,
     owner: str | None = "ReplicaSet",
+    owner_name: str | None = None,
     priority: int | None = None,
     uid: str | None = None,
     created: str = T0,
@@ -239,7 +240,7 @@ def pod(
             {
                 "apiVersion": "apps/v1",
                 "kind": owner,
-                "name": f"{name}-owner",
+                "name": owner_name if owner_name is not None else f"{name}-owner",
                 "uid": "o",
                 "controller": True,
             }

@@ -33,19 +33,16 @@ def nodepool() -> NodePool:
 
 
 def pod(name: str, node: str = "", phase: str = "Pending", owner: str = "web-7d9") -> Pod:
-    raw: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": f"uid-{name}",
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "controller": True}
-            ],
-        },
-        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
-        "status": {"phase": phase},
-    }
-    return pod_from_dict(raw)
+    return factories.pod(
+        name,
+        namespace="shop",
+        uid=f"uid-{name}",
+        node_name=node,
+        phase=phase,
+        owner_name=owner,
+        cpu=None,
+        memory=None,
+    )
 
 
 def cluster_with_two_pods() -> Cluster:
