@@ -58,6 +58,7 @@ def nodepool(
     uid: str | None = None,
     status: dict[str, Any] | None = None,
     node_class_ref: dict[str, str] | None = None,
+    expire_after: str | None = None,
     **spec_fields: Any,
 ) -> NodePool:
     """A NodePool of the default KWOKNodeClass; other keyword arguments are spec fields."""
@@ -65,6 +66,8 @@ def nodepool(
         "nodeClassRef": dict(node_class_ref or KWOK_REF),
         "requirements": requirements or [],
     }
+    if expire_after is not None:
+        template_spec["expireAfter"] = expire_after
     if taints is not None:
         template_spec["taints"] = taints
     spec: dict[str, Any] = {
