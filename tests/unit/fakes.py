@@ -29,6 +29,7 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import node_from_dict
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.state.cluster import Cluster
+from tests import factories
 
 # --------------------------------------------------------------------------- Kubernetes
 
@@ -489,15 +490,8 @@ class FakeCloudProvider:
     def launched(self, *names: str) -> None:
         """Instances that exist before the test (``fake://<name>``), as ``list`` reports them."""
         for n in names:
-            self.instances[f"fake://{n}"] = NodeClaim.model_validate(
-                {
-                    "metadata": {"name": n},
-                    "spec": {
-                        "nodeClassRef": {"group": "g", "kind": "K", "name": "d"},
-                        "requirements": [],
-                    },
-                    "status": {"providerID": f"fake://{n}"},
-                }
+            self.instances[f"fake://{n}"] = factories.nodeclaim(
+                n, pool="", provider_id=f"fake://{n}", node_name="", conditions=[]
             )
 
     def _raise_planned(self, method: str) -> None:
