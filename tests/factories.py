@@ -1,14 +1,18 @@
-"""Shared builders for the objects tests need: NodePools, NodeClaims, Nodes and Pods.
+"""Shared builders for the objects tests need: NodePools, NodeClaims, Nodes, Pods (DaemonSet
+pods too), EC2NodeClasses and PodDisruptionBudgets.
 
 Each builder makes the smallest valid object and takes the few knobs tests vary; the result is
 the real model type (parsed from the same dict shape the API server returns), so tests exercise
-the production parsers.
+the production parsers. As upstream's ``pkg/test`` factories, the defaults describe an ordinary
+object: a NodePool referencing the default KWOKNodeClass, a NodeClaim launched, registered and
+initialized on its own Node, a Node that is Ready, a Pod owned by a ReplicaSet.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod, node_from_dict, pod_from_dict
@@ -21,10 +25,25 @@ from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_ZONE,
 )
+from karpenter_py.state.ingest import pdb_from_dict
+from karpenter_py.state.pdb import PodDisruptionBudget
 
 KWOK_REF = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
 KWOK_NODECLASS_KEY = ("karpenter.kwok.sh", "KWOKNodeClass", "default")
 T0 = "2026-01-01T00:00:00Z"
+
+
+def condition(
+    type_: str, status: str = "True", *, at: str = T0, reason: str = "", message: str = ""
+) -> dict[str, Any]:
+    """A status condition as the API holds it (the reason defaults to the type)."""
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason or type_,
+        "message": message,
+        "lastTransitionTime": at,
+    }
 
 
 def nodepool(
@@ -35,12 +54,25 @@ def nodepool(
     labels: dict[str, str] | None = None,
     weight: int | None = None,
     limits: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    uid: str | None = None,
+    status: dict[str, Any] | None = None,
+    node_class_ref: dict[str, str] | None = None,
+    expire_after: str | None = None,
+    **spec_fields: Any,
 ) -> NodePool:
+    """A NodePool of the default KWOKNodeClass; other keyword arguments are spec fields."""
+    template_spec: dict[str, Any] = {
+        "nodeClassRef": dict(node_class_ref or KWOK_REF),
+        "requirements": requirements or [],
+    }
+    if expire_after is not None:
+        template_spec["expireAfter"] = expire_after
+    if taints is not None:
+        template_spec["taints"] = taints
     spec: dict[str, Any] = {
-        "template": {
-            "metadata": {"labels": labels or {}},
-            "spec": {"nodeClassRef": dict(KWOK_REF), "requirements": requirements or []},
-        },
+        "template": {"metadata": {"labels": labels or {}}, "spec": template_spec},
+        **spec_fields,
     }
     if disruption is not None:
         spec["disruption"] = disruption
@@ -48,7 +80,13 @@ def nodepool(
         spec["weight"] = weight
     if limits is not None:
         spec["limits"] = limits
-    return NodePool.model_validate({"metadata": {"name": name, "uid": f"np-{name}"}, "spec": spec})
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "uid": uid if uid is not None else f"np-{name}"},
+        "spec": spec,
+    }
+    if status is not None:
+        body["status"] = status
+    return NodePool.model_validate(body)
 
 
 def node_labels(
@@ -73,8 +111,12 @@ def node(
     annotations: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
     ready: bool = True,
+    capacity: dict[str, str] | None = None,
 ) -> Node:
-    alloc = allocatable or {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    """A Ready node with 4 CPUs, 16Gi and 110 pods allocatable (``capacity`` defaults to that)."""
+    alloc = (
+        allocatable if allocatable is not None else {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    )
     return node_from_dict(
         {
             "metadata": {
@@ -89,7 +131,7 @@ def node(
                 "taints": taints or [],
             },
             "status": {
-                "capacity": alloc,
+                "capacity": capacity if capacity is not None else alloc,
                 "allocatable": alloc,
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             },
@@ -106,41 +148,64 @@ def nodeclaim(
     labels: dict[str, str] | None = None,
     conditions: list[dict[str, Any]] | None = None,
     annotations: dict[str, str] | None = None,
-    created: str = T0,
-    expire_after: str = "720h",
+    created: str | None = T0,
+    expire_after: str | None = "720h",
     termination_grace_period: str | None = None,
+    uid: str | None = None,
+    resource_version: str | None = None,
+    node_class_ref: dict[str, str] | None = None,
+    requirements: list[dict[str, Any]] | None = None,
+    resources: dict[str, str] | None = None,
+    finalizers: list[str] | None = None,
+    deleting: str | None = None,
+    capacity: dict[str, str] | None = None,
+    allocatable: dict[str, str] | None = None,
+    launched: bool = True,
 ) -> NodeClaim:
+    """``pool=""`` leaves out the NodePool label; ``launched=False`` leaves out the status (a
+    NodeClaim as the provisioner writes it); ``deleting`` is its deletionTimestamp."""
     node_name = node_name if node_name is not None else name
     spec: dict[str, Any] = {
-        "nodeClassRef": dict(KWOK_REF),
-        "requirements": [],
-        "expireAfter": expire_after,
+        "nodeClassRef": dict(node_class_ref or KWOK_REF),
+        "requirements": requirements or [],
     }
+    if expire_after is not None:
+        spec["expireAfter"] = expire_after
     if termination_grace_period is not None:
         spec["terminationGracePeriod"] = termination_grace_period
-    return NodeClaim.model_validate(
-        {
-            "metadata": {
-                "name": name,
-                "uid": f"nc-uid-{name}",
-                "labels": {LABEL_NODEPOOL: pool, **(labels or {})},
-                "annotations": annotations or {},
-                "creationTimestamp": created,
-                "finalizers": ["karpenter.sh/termination"],
-            },
-            "spec": spec,
-            "status": {
-                "nodeName": node_name,
-                "providerID": provider_id if provider_id is not None else f"kwok://{node_name}",
-                "conditions": conditions
-                if conditions is not None
-                else [
-                    {"type": t, "status": "True", "lastTransitionTime": T0, "reason": t}
-                    for t in ("Launched", "Registered", "Initialized")
-                ],
-            },
-        }
-    )
+    if resources is not None:
+        spec["resources"] = {"requests": resources}
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": uid if uid is not None else f"nc-uid-{name}",
+        "labels": {**({LABEL_NODEPOOL: pool} if pool else {}), **(labels or {})},
+        "annotations": annotations or {},
+        "finalizers": finalizers if finalizers is not None else ["karpenter.sh/termination"],
+    }
+    if created is not None:
+        meta["creationTimestamp"] = created
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    if deleting is not None:
+        meta["deletionTimestamp"] = deleting
+    status: dict[str, Any] = {
+        "nodeName": node_name,
+        "providerID": provider_id if provider_id is not None else f"kwok://{node_name}",
+        "conditions": conditions
+        if conditions is not None
+        else [
+            {"type": t, "status": "True", "lastTransitionTime": T0, "reason": t}
+            for t in ("Launched", "Registered", "Initialized")
+        ],
+    }
+    if capacity is not None:
+        status["capacity"] = capacity
+    if allocatable is not None:
+        status["allocatable"] = allocatable
+    body: dict[str, Any] = {"metadata": meta, "spec": spec}
+    if launched:
+        body["status"] = status
+    return NodeClaim.model_validate(body)
 
 
 def pod(
@@ -148,42 +213,117 @@ def pod(
     *,
     namespace: str = "default",
     node_name: str = "",
-    cpu: str = "1",
-    memory: str = "1Gi",
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     pending: bool = False,
+    phase: str | None = None,
     owner: str | None = "ReplicaSet",
+    owner_name: str | None = None,
     priority: int | None = None,
+    uid: str | None = None,
+    created: str = T0,
+    container: str = "c",
+    **spec: Any,
 ) -> Pod:
+    """A pod with one container requesting ``cpu`` and ``memory`` (None: no request). ``pending``
+    makes it unschedulable-pending; ``phase=""`` leaves out the status; other keyword arguments
+    are Pod.spec fields (camelCase)."""
     meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
-        "uid": f"uid-{namespace}-{name}",
+        "uid": uid if uid is not None else f"uid-{namespace}-{name}",
         "labels": labels or {},
         "annotations": annotations or {},
-        "creationTimestamp": T0,
+        "creationTimestamp": created,
     }
     if owner is not None:
         meta["ownerReferences"] = [
             {
                 "apiVersion": "apps/v1",
                 "kind": owner,
-                "name": f"{name}-owner",
+                "name": owner_name if owner_name is not None else f"{name}-owner",
                 "uid": "o",
                 "controller": True,
             }
         ]
-    spec: dict[str, Any] = {
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    body_spec: dict[str, Any] = {
+        "containers": [{"name": container, "resources": {"requests": requests}}],
+        **spec,
     }
     if node_name:
-        spec["nodeName"] = node_name
+        body_spec["nodeName"] = node_name
     if priority is not None:
-        spec["priority"] = priority
-    status: dict[str, Any] = {"phase": "Pending" if pending else "Running"}
-    if pending:
-        status["conditions"] = [
+        body_spec["priority"] = priority
+    body: dict[str, Any] = {"metadata": meta, "spec": body_spec}
+    if phase is None:
+        phase = "Pending" if pending else "Running"
+    if phase:
+        body["status"] = {"phase": phase}
+    if pending and phase:
+        body["status"]["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
         ]
-    return pod_from_dict({"metadata": meta, "spec": spec, "status": status})
+    return pod_from_dict(body)
+
+
+def daemonset_pod(name: str, **kw: Any) -> Pod:
+    """A pod a DaemonSet owns (what the scheduler reserves room for on every node)."""
+    return pod(name, owner="DaemonSet", **kw)
+
+
+def pdb(
+    name: str,
+    match_labels: dict[str, str] | None,
+    *,
+    namespace: str = "default",
+    disruptions_allowed: int = 0,
+) -> PodDisruptionBudget:
+    """A PodDisruptionBudget as its status reports it; ``match_labels=None`` has no selector."""
+    spec: dict[str, Any] = {}
+    if match_labels is not None:
+        spec["selector"] = {"matchLabels": match_labels}
+    return pdb_from_dict(
+        {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+            "status": {"disruptionsAllowed": disruptions_allowed},
+        }
+    )
+
+
+def ec2nodeclass(
+    name: str = "default",
+    *,
+    role: str = "KarpenterNodeRole",
+    selector: dict[str, str] | None = None,
+    alias: str = "al2023@latest",
+    status: dict[str, Any] | None = None,
+    resource_version: str | None = None,
+    generation: int | None = None,
+    **spec: Any,
+) -> EC2NodeClass:
+    """The getting-started EC2NodeClass: subnets and security groups found by ``selector`` tags
+    (``karpenter.sh/discovery: test-cluster``), the latest AL2023 AMIs. Other keyword arguments
+    are spec fields (camelCase)."""
+    tags = selector if selector is not None else {"karpenter.sh/discovery": "test-cluster"}
+    meta: dict[str, Any] = {"name": name}
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    if generation is not None:
+        meta["generation"] = generation
+    body: dict[str, Any] = {
+        "metadata": meta,
+        "spec": {
+            "role": role,
+            "amiSelectorTerms": [{"alias": alias}],
+            "subnetSelectorTerms": [{"tags": dict(tags)}],
+            "securityGroupSelectorTerms": [{"tags": dict(tags)}],
+            **spec,
+        },
+    }
+    if status is not None:
+        body["status"] = status
+    return EC2NodeClass.model_validate(body)

@@ -17,6 +17,7 @@ from karpenter_py.cloudprovider.aws.instancetypes import InstanceTypeProvider
 from karpenter_py.cloudprovider.aws.pricing import PricingProvider
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.labels import AWS_LABEL_TOPOLOGY_ZONE_ID, LABEL_TOPOLOGY_ZONE
+from tests import factories
 from tests.motofixture import REGION, ZONES, MotoServer, seed_network
 
 log = logging.getLogger(__name__)
@@ -42,16 +43,7 @@ async def subnet_status(clients: AwsClients) -> list[dict[str, str]]:
 
 
 def nodeclass(subnets: list[dict[str, str]], **spec: Any) -> EC2NodeClass:
-    base: dict[str, Any] = {
-        "role": "KarpenterNodeRole",
-        "amiSelectorTerms": [{"alias": "al2023@latest"}],
-        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
-        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
-    }
-    base.update(spec)
-    return EC2NodeClass.model_validate(
-        {"metadata": {"name": "default"}, "spec": base, "status": {"subnets": subnets}}
-    )
+    return factories.ec2nodeclass(status={"subnets": subnets}, **spec)
 
 
 @pytest.fixture

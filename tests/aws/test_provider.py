@@ -38,6 +38,7 @@ from karpenter_py.model.labels import (
     LABEL_TOPOLOGY_ZONE,
 )
 from karpenter_py.model.quantity import format_resources
+from tests import factories
 from tests.aws.fleetfaults import insufficient_capacity
 from tests.aws.launchsupport import converted_nodepool
 from tests.aws.nodeclasses import ec2nodeclass
@@ -113,23 +114,8 @@ async def nodeclass_dict(
 
 
 def nodepool(nodeclass: str = "default") -> NodePool:
-    return NodePool.model_validate(
-        {
-            "metadata": {"name": "default", "uid": "np-default"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.k8s.aws",
-                            "kind": "EC2NodeClass",
-                            "name": nodeclass,
-                        },
-                        "requirements": [],
-                    }
-                }
-            },
-        }
-    )
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass}
+    return factories.nodepool(node_class_ref=ref)
 
 
 def nodeclaim(

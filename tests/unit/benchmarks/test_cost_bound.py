@@ -12,6 +12,7 @@ from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.core import Pod, SelectorRequirement, pod_from_dict
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.inputs import PoolTemplate, SolveInput
+from tests import factories
 from tests.unit.scheduling._helpers import CAPACITY_TYPE, GI, INSTANCE_TYPE, itype, pod, pool, taint
 
 OD = ("on-demand",)
@@ -22,14 +23,9 @@ def pods(n: int, cpu: str, mem: str = "1Gi", prefix: str = "p", **spec: Any) -> 
 
 
 def daemonset(name: str, cpu: str, **spec: Any) -> Pod:
-    return pod_from_dict(
-        {
-            "metadata": {"name": name, "namespace": "kube-system"},
-            "spec": {
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-                **spec,
-            },
-        }
+    """A DaemonSet's pod template: what it reserves on every node."""
+    return factories.pod(
+        name, namespace="kube-system", cpu=cpu, memory=None, owner=None, phase="", **spec
     )
 
 

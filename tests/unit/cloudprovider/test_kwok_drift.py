@@ -8,6 +8,7 @@ from karpenter_py.cloudprovider.kwok import KwokCloudProvider, nodeclass_hash
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.catalog import kwok_catalog
+from tests import factories
 from tests.unit.fakes import FakeNodeAPI
 
 HASH = "karpenter.kwok.sh/kwoknodeclass-hash"
@@ -24,21 +25,18 @@ def nodeclass(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def claim(name: str = "nc-1", kind: str = "KWOKNodeClass") -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
-            "spec": {
-                "requirements": [
-                    {
-                        "key": "node.kubernetes.io/instance-type",
-                        "operator": "In",
-                        "values": ["c-4x-amd64-linux"],
-                    }
-                ],
-                "resources": {"requests": {"cpu": "1"}},
-                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": kind, "name": "default"},
-            },
-        }
+    return factories.nodeclaim(
+        name,
+        launched=False,
+        node_class_ref={"group": "karpenter.kwok.sh", "kind": kind, "name": "default"},
+        requirements=[
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": ["c-4x-amd64-linux"],
+            }
+        ],
+        resources={"cpu": "1"},
     )
 
 

@@ -11,30 +11,23 @@ from karpenter_py.cloudprovider.errors import InsufficientCapacityError, NodeCla
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.catalog import kwok_catalog
+from tests import factories
 from tests.unit.fakes import FakeNodeAPI
 
 
 def claim(name: str = "nc-1", *requirements: dict[str, Any]) -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
-            "spec": {
-                "requirements": list(requirements)
-                or [
-                    {
-                        "key": "node.kubernetes.io/instance-type",
-                        "operator": "In",
-                        "values": ["c-4x-amd64-linux", "m-4x-amd64-linux"],
-                    }
-                ],
-                "resources": {"requests": {"cpu": "1"}},
-                "nodeClassRef": {
-                    "group": "karpenter.kwok.sh",
-                    "kind": "KWOKNodeClass",
-                    "name": "default",
-                },
-            },
-        }
+    return factories.nodeclaim(
+        name,
+        launched=False,
+        requirements=list(requirements)
+        or [
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": ["c-4x-amd64-linux", "m-4x-amd64-linux"],
+            }
+        ],
+        resources={"cpu": "1"},
     )
 
 

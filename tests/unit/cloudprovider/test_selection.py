@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
@@ -17,6 +16,7 @@ from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_ZONE,
 )
+from tests import factories
 
 A, B = "us-west-2a", "us-west-2b"
 OD, SPOT = "on-demand", "spot"
@@ -51,16 +51,13 @@ def claim(
     requirements: Sequence[tuple[str, str, list[str]]] = (),
     requests: dict[str, str] | None = None,
 ) -> NodeClaim:
-    body: dict[str, Any] = {
-        "metadata": {"name": "c", "labels": {LABEL_NODEPOOL: "default"}},
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"},
-            "requirements": [{"key": k, "operator": op, "values": v} for k, op, v in requirements],
-        },
-    }
-    if requests is not None:
-        body["spec"]["resources"] = {"requests": requests}
-    return NodeClaim.model_validate(body)
+    return factories.nodeclaim(
+        "c",
+        launched=False,
+        node_class_ref={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"},
+        requirements=[{"key": k, "operator": op, "values": v} for k, op, v in requirements],
+        resources=requests,
+    )
 
 
 def summary(found: list[Candidate]) -> list[tuple[str, list[tuple[str, str]]]]:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from karpenter_py.model.core import Node, Pod, Taint, node_from_dict, pod_from_dict
+from karpenter_py.model.core import Node, Pod, Taint
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
 from karpenter_py.model.labels import (
     LABEL_ARCH,
@@ -32,6 +32,7 @@ from karpenter_py.scheduling.inputs import (
 )
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
 from karpenter_py.scheduling.scheduler import solve
+from tests import factories
 
 ZONE = LABEL_TOPOLOGY_ZONE
 HOSTNAME = LABEL_HOSTNAME
@@ -122,23 +123,20 @@ def pod(
     created: str = "",
     **spec: Any,
 ) -> Pod:
-    """A pod with one container; extra keyword arguments are Pod.spec fields (camelCase)."""
-    requests = {}
-    if cpu is not None:
-        requests["cpu"] = cpu
-    if mem is not None:
-        requests["memory"] = mem
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "uid": f"uid-{ns}-{name}",
-            "labels": dict(labels or {}),
-            "creationTimestamp": created,
-        },
-        "spec": {"containers": [{"name": "app", "resources": {"requests": requests}}], **spec},
-    }
-    return pod_from_dict(body)
+    """A pod with one container, no owner and no status (the scheduler sees only its spec);
+    extra keyword arguments are Pod.spec fields (camelCase)."""
+    return factories.pod(
+        name,
+        cpu=cpu,
+        memory=mem,
+        namespace=ns,
+        labels=dict(labels or {}),
+        created=created,
+        owner=None,
+        phase="",
+        container="app",
+        **spec,
+    )
 
 
 def spread(
@@ -175,12 +173,11 @@ def make_node(
     taints: Sequence[Mapping[str, str]] = (),
     pods: str = "110",
 ) -> Node:
-    return node_from_dict(
-        {
-            "metadata": {"name": name, "labels": {HOSTNAME: name, **(labels or {})}},
-            "spec": {"taints": list(taints)},
-            "status": {"allocatable": {"cpu": cpu, "memory": mem, "pods": pods}},
-        }
+    return factories.node(
+        name,
+        labels=dict(labels or {}),
+        allocatable={"cpu": cpu, "memory": mem, "pods": pods},
+        taints=[dict(t) for t in taints],
     )
 
 

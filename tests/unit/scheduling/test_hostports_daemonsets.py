@@ -8,6 +8,7 @@ import pytest
 
 from karpenter_py.model.core import OwnerRef, Pod
 from karpenter_py.state.ingest import daemonset_template
+from tests import factories
 from tests.unit.scheduling._helpers import (
     by_pod,
     claim_of,
@@ -29,15 +30,10 @@ def with_ports(name: str, *ports: tuple[int, str, str], cpu: str = "100m", **kw:
         {"containerPort": p, "hostPort": p, "protocol": proto, **({"hostIP": ip} if ip else {})}
         for p, proto, ip in ports
     ]
-    spec = {
-        "containers": [
-            {"name": "app", "resources": {"requests": {"cpu": cpu}}, "ports": container_ports}
-        ],
-        **kw,
-    }
-    from karpenter_py.model.core import pod_from_dict
-
-    return pod_from_dict({"metadata": {"name": name, "uid": f"uid-{name}"}, "spec": spec})
+    container = {"name": "app", "resources": {"requests": {"cpu": cpu}}, "ports": container_ports}
+    return factories.pod(
+        name, uid=f"uid-{name}", owner=None, phase="", created="", containers=[container], **kw
+    )
 
 
 # ----------------------------------------------------------------------------- host ports

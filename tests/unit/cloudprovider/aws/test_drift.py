@@ -21,6 +21,7 @@ from karpenter_py.model.labels import (
     AWS_ANNOTATION_EC2NODECLASS_HASH_VERSION,
     AWS_ANNOTATION_UBUNTU_COMPATIBILITY,
 )
+from tests import factories
 
 BASE_SPEC: dict[str, Any] = {
     "role": "KarpenterNodeRole",
@@ -90,18 +91,9 @@ def claim(
         annotations[AWS_ANNOTATION_EC2NODECLASS_HASH] = hash_
     if version is not None:
         annotations[AWS_ANNOTATION_EC2NODECLASS_HASH_VERSION] = version
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": "c", "annotations": annotations},
-            "spec": {
-                "nodeClassRef": {
-                    "group": "karpenter.k8s.aws",
-                    "kind": "EC2NodeClass",
-                    "name": "default",
-                },
-                "requirements": [],
-            },
-        }
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    return factories.nodeclaim(
+        "c", pool="", launched=False, annotations=annotations, node_class_ref=ref
     )
 
 

@@ -30,6 +30,7 @@ from karpenter_py.cloudprovider.aws.knobs import ephemeral_storage_for, knobs_fo
 from karpenter_py.model.api import convert
 from karpenter_py.model.api.ec2nodeclass import BlockDeviceMapping, EC2NodeClass
 from karpenter_py.model.labels import AWS_LABEL_TOPOLOGY_ZONE_ID, LABEL_OS, LABEL_TOPOLOGY_ZONE
+from tests import factories
 from tests.aws.launchsupport import converted_nodepool
 
 MI = 2**20
@@ -70,14 +71,7 @@ def build(records: dict[str, Any], name: str, knobs: NodeKnobs, prices: Prices |
 
 
 def nodeclass(**spec: Any) -> EC2NodeClass:
-    base: dict[str, Any] = {
-        "role": "KarpenterNodeRole",
-        "amiSelectorTerms": [{"alias": "al2023@latest"}],
-        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-    }
-    base.update(spec)
-    return EC2NodeClass.model_validate({"metadata": {"name": "default"}, "spec": base})
+    return factories.ec2nodeclass(selector={"karpenter.sh/discovery": "c"}, **spec)
 
 
 # (type, knobs, capacity, kube-reserved, eviction threshold, allocatable) - exact values

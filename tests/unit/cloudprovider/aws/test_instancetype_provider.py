@@ -19,6 +19,7 @@ from karpenter_py.cloudprovider.aws.clients import AwsClients
 from karpenter_py.cloudprovider.aws.instancetypes import InstanceTypeProvider
 from karpenter_py.cloudprovider.aws.pricing import PricingProvider
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
+from tests import factories
 
 
 @pytest.fixture(scope="module")
@@ -87,18 +88,8 @@ def make(ec2: ScriptedEC2, **options: Any) -> InstanceTypeProvider:
 
 
 def nodeclass(zones: list[str]) -> EC2NodeClass:
-    return EC2NodeClass.model_validate(
-        {
-            "metadata": {"name": "default"},
-            "spec": {
-                "role": "r",
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
-                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
-            },
-            "status": {"subnets": [{"id": f"subnet-{i}", "zone": z} for i, z in enumerate(zones)]},
-        }
-    )
+    subnets = [{"id": f"subnet-{i}", "zone": z} for i, z in enumerate(zones)]
+    return factories.ec2nodeclass(role="r", selector={"a": "b"}, status={"subnets": subnets})
 
 
 async def test_pages_filters_and_malformed_records(records) -> None:

@@ -16,10 +16,9 @@ from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.aws.messages import QueueMessage
 from karpenter_py.controllers.interruption import Interruption, Outcome
 from karpenter_py.controllers.interruption.controller import instance_id_of
-from karpenter_py.kube.errors import NotFoundError, ServerError
+from karpenter_py.kube.errors import ServerError
 from karpenter_py.kube.events import EventRecorder
-from karpenter_py.kube.objects import KubeObject
-from karpenter_py.kube.resources import NODECLAIMS, Resource
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.launcher.launch import UnavailableOfferings
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.labels import (
@@ -31,6 +30,7 @@ from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import KINDS, Cluster
 from tests import factories
 from tests.unit.cloudprovider.aws import interruption_samples as s
+from tests.unit.fakes import FakeKube, wire
 
 ZONE = "us-west-2a"
 
@@ -61,45 +61,12 @@ class FakeQueue:
 
 
 @dataclass
-class FakeClient:
-    fail: set[str] = field(default_factory=set)  # NodeClaim names answered with 500
-    missing: set[str] = field(default_factory=set)  # answered with 404
-    deleted: list[tuple[str, str | None]] = field(default_factory=list)
-    gate: asyncio.Event | None = None  # when set, deletes wait for it
-    started: int = 0
-
-    async def delete(self, resource: Resource, name: str, *, uid: str | None = None) -> KubeObject:
-        assert resource == NODECLAIMS
-        self.started += 1
-        if self.gate is not None:
-            await self.gate.wait()
-        if name in self.fail:
-            raise ServerError(status=500, verb="delete", resource="nodeclaims", name=name)
-        if name in self.missing:
-            raise NotFoundError(status=404, verb="delete", resource="nodeclaims", name=name)
-        self.deleted.append((name, uid))
-        return {}
-
-
-class FakeWriter:
-    def __init__(self) -> None:
-        self.created: list[dict[str, Any]] = []
-
-    async def create_event(
-        self, event: dict[str, Any], *, namespace: str | None = None
-    ) -> dict[str, Any]:
-        self.created.append(event)
-        return event
-
-
-@dataclass
 class World:
     clock: FakeClock
     cluster: Cluster
     queue: FakeQueue
-    client: FakeClient
+    client: FakeKube
     unavailable: UnavailableOfferings
-    writer: FakeWriter
     recorder: EventRecorder
     metrics: Metrics
     worker: Interruption
@@ -109,8 +76,12 @@ class World:
         await self.recorder.flush()
         return {
             (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
-            for e in self.writer.created
+            for e in self.client.events
         }
+
+    def deleted(self) -> list[tuple[str, str | None]]:
+        """(name, uid precondition) of the NodeClaims the API deleted."""
+        return [(c.name, c.uid) for c in self.client.calls_of("delete", NODECLAIMS, ok=True)]
 
     def sample(self, name: str, labels: dict[str, str] | None = None) -> float:
         value = self.metrics.registry.get_sample_value(name, labels or {})
@@ -141,16 +112,19 @@ def world(*, replace_on_rebalance: bool = False, synced: bool = True) -> World:
         for kind in KINDS:
             cluster.mark_synced(kind)
     # nc-a runs on a Node, nc-b is still registering, nc-c is already being deleted.
-    cluster.upsert_nodeclaim(claim("nc-a", "i-0aaa"))
+    claims = (
+        claim("nc-a", "i-0aaa"),
+        claim("nc-b", "i-0bbb", capacity_type="on-demand"),
+        claim("nc-c", "i-0ccc", deletionTimestamp=factories.T0),
+        claim("nc-r", "i-0rrr", capacity_type="reserved"),
+    )
+    for nc in claims:
+        cluster.upsert_nodeclaim(nc)
     cluster.upsert_node(factories.node("node-a", provider_id=f"aws:///{ZONE}/i-0aaa"))
-    cluster.upsert_nodeclaim(claim("nc-b", "i-0bbb", capacity_type="on-demand"))
-    cluster.upsert_nodeclaim(claim("nc-c", "i-0ccc", deletionTimestamp=factories.T0))
-    cluster.upsert_nodeclaim(claim("nc-r", "i-0rrr", capacity_type="reserved"))
     queue = FakeQueue()
-    client = FakeClient()
+    client = FakeKube(*((NODECLAIMS, wire(nc)) for nc in claims))
     unavailable = UnavailableOfferings(clock=clock)
-    writer = FakeWriter()
-    recorder = EventRecorder(writer, clock=clock)
+    recorder = EventRecorder(client, clock=clock)
     metrics = Metrics()
     worker = Interruption(
         queue,
@@ -163,7 +137,7 @@ def world(*, replace_on_rebalance: bool = False, synced: bool = True) -> World:
         replace_on_rebalance=replace_on_rebalance,
         backoff=Backoff(initial=1.0, maximum=4.0, jitter=0.0),
     )
-    return World(clock, cluster, queue, client, unavailable, writer, recorder, metrics, worker)
+    return World(clock, cluster, queue, client, unavailable, recorder, metrics, worker)
 
 
 def qmsg(
@@ -296,7 +270,7 @@ async def test_message_kinds(
     w = world(replace_on_rebalance=replace)
     msg = qmsg(body, sent_ago=7.5, clock=w.clock)
     assert await w.worker.handle(msg) == Outcome.HANDLED
-    assert w.client.deleted == deleted
+    assert w.deleted() == deleted
     assert set(w.unavailable.entries()) == unavailable
     assert await w.events() == events
     assert w.queue.deleted == ["m1"]
@@ -333,7 +307,7 @@ async def test_unparseable_messages_are_deleted_untouched(
     with caplog.at_level("WARNING", logger="karpenter.interruption"):
         assert await w.worker.handle(qmsg(text, msg_id="bad")) == Outcome.UNPARSEABLE
     assert w.queue.deleted == ["bad"]
-    assert w.client.deleted == []
+    assert w.deleted() == []
     assert await w.events() == set()
     record = next(
         r for r in caplog.records if r.msg == "deleting an unparseable interruption message"
@@ -348,7 +322,7 @@ async def test_unparseable_messages_are_deleted_untouched(
 
 async def test_failed_delete_leaves_the_message_for_a_retry() -> None:
     w = world()
-    w.client.fail.add("nc-a")
+    w.client.fail("delete", "nc-a", ServerError(status=500, verb="delete", name="nc-a"))
     assert await w.worker.handle(qmsg(s.spot("i-0aaa"))) == Outcome.FAILED
     assert w.queue.deleted == []
     assert w.sample("karpenter_interruption_deleted_messages_total") == 0.0
@@ -358,16 +332,16 @@ async def test_failed_delete_leaves_the_message_for_a_retry() -> None:
 
 async def test_one_failing_instance_does_not_stop_the_others() -> None:
     w = world()
-    w.client.fail.add("nc-a")
+    w.client.fail("delete", "nc-a", ServerError(status=500, verb="delete", name="nc-a"))
     outcome = await w.worker.handle(qmsg(s.scheduled_change("i-0aaa", "i-0bbb")))
     assert outcome == Outcome.FAILED
-    assert w.client.deleted == [("nc-b", "nc-uid-nc-b")]
+    assert w.deleted() == [("nc-b", "nc-uid-nc-b")]
     assert w.queue.deleted == []
 
 
 async def test_a_nodeclaim_already_gone_counts_as_handled() -> None:
     w = world()
-    w.client.missing.add("nc-a")
+    w.client.remove(NODECLAIMS, "nc-a")
     assert await w.worker.handle(qmsg(s.spot("i-0aaa"))) == Outcome.HANDLED
     assert w.queue.deleted == ["m1"]
     assert await w.events() == on(NC_A_EVENTS, "SpotInterrupted")
@@ -430,7 +404,7 @@ async def test_a_batch_is_handled_in_parallel() -> None:
     task = asyncio.create_task(w.worker.handle_batch(batch))
     for _ in range(20):
         await asyncio.sleep(0)
-    assert w.client.started == 10  # all ten are in their API call at once
+    assert len(w.client.calls_of("delete")) == 10  # all ten are in their API call at once
     w.client.gate.set()
     assert await task == [Outcome.HANDLED] * 10
     assert sorted(w.queue.deleted) == sorted(f"m{i}" for i in range(10))
@@ -468,10 +442,11 @@ async def test_run_waits_for_the_cluster_to_sync() -> None:
 async def test_the_index_follows_the_cluster() -> None:
     w = world()
     assert await w.worker.handle(qmsg(s.spot("i-0new"))) == Outcome.HANDLED
-    assert w.client.deleted == []
+    assert w.deleted() == []
     w.cluster.upsert_nodeclaim(claim("nc-new", "i-0new"))
+    w.client.put(NODECLAIMS, wire(claim("nc-new", "i-0new")))
     assert await w.worker.handle(qmsg(s.spot("i-0new"), msg_id="m2")) == Outcome.HANDLED
-    assert w.client.deleted == [("nc-new", "nc-uid-nc-new")]
+    assert w.deleted() == [("nc-new", "nc-uid-nc-new")]
     w.cluster.delete_nodeclaim("nc-new")
     assert w.worker.index.nodeclaims("i-0new") == []
 

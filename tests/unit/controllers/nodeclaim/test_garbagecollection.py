@@ -2,79 +2,46 @@
 
 from __future__ import annotations
 
-import builtins
-from typing import Any, cast
-
 from karpenter_py.aio.clock import FakeClock
-from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
 from karpenter_py.kube.events import EventRecorder
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.core import node_from_dict
+from karpenter_py.model.core import Node
 from karpenter_py.state.cluster import Cluster
+from tests import factories
+from tests.unit.fakes import FakeCloudProvider, FakeKube, wire
 
 
 def claim(name: str, *, pid: str = "", registered: bool = True) -> NodeClaim:
-    nc = NodeClaim.model_validate(
-        {
-            "metadata": {"name": name, "uid": f"uid-{name}"},
-            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "d"}, "requirements": []},
-            "status": {"providerID": pid},
-        }
-    )
-    if registered:
-        nc.status.set_condition("Registered", "True", now=FakeClock().now())
-    return nc
+    conditions = [factories.condition("Registered")] if registered else []
+    return factories.nodeclaim(name, uid=f"uid-{name}", provider_id=pid, conditions=conditions)
 
 
-def node(name: str, *, ready: bool) -> Any:
-    return node_from_dict(
-        {
-            "metadata": {"name": name},
-            "spec": {"providerID": f"fake://{name}"},
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-        }
-    )
-
-
-class FakeCloud:
-    name = "fake"
-
-    def __init__(self, *instances: str) -> None:
-        self.instances = {f"fake://{n}": n for n in instances}
-        self.deleted: list[str] = []
-
-    async def list(self) -> builtins.list[NodeClaim]:
-        return [claim(n, pid=p, registered=False) for p, n in self.instances.items()]
-
-    async def delete(self, nodeclaim: NodeClaim) -> None:
-        if self.instances.pop(nodeclaim.status.provider_id, None) is None:
-            raise NodeClaimNotFoundError(nodeclaim.status.provider_id)
-        self.deleted.append(nodeclaim.status.provider_id)
-
-
-class FakeClient:
-    def __init__(self) -> None:
-        self.deleted: list[tuple[str, str | None]] = []
-
-    async def delete(self, resource: Any, name: str, *, uid: str | None = None, **_: Any) -> None:
-        self.deleted.append((name, uid))
-
-    async def create_event(self, event: Any, *, namespace: str | None = None) -> Any:
-        return event
+def node(name: str, *, ready: bool) -> Node:
+    return factories.node(name, provider_id=f"fake://{name}", ready=ready)
 
 
 def collector(
-    cluster: Cluster, cloud: FakeCloud, client: FakeClient, clock: FakeClock
+    cluster: Cluster, cloud: FakeCloudProvider, client: FakeKube, clock: FakeClock
 ) -> NodeClaimGarbageCollector:
     recorder = EventRecorder(client, clock=clock)
-    return NodeClaimGarbageCollector(
-        cast(Any, client), cluster, cast(Any, cloud), recorder, clock=clock, orphan_grace=30
-    )
+    return NodeClaimGarbageCollector(client, cluster, cloud, recorder, clock=clock, orphan_grace=30)
+
+
+def world(*instances: str) -> tuple[Cluster, FakeCloudProvider, FakeKube, FakeClock]:
+    cloud = FakeCloudProvider()
+    cloud.launched(*instances)
+    return Cluster(), cloud, FakeKube(), FakeClock()
+
+
+def add(cluster: Cluster, client: FakeKube, nc: NodeClaim) -> None:
+    cluster.upsert_nodeclaim(nc)
+    client.put(NODECLAIMS, wire(nc))
 
 
 async def test_nodeclaims_whose_instance_vanished_are_deleted() -> None:
-    cluster, cloud, client, clock = Cluster(), FakeCloud("alive"), FakeClient(), FakeClock()
+    cluster, cloud, client, clock = world("alive")
     for nc in (
         claim("alive", pid="fake://alive"),
         claim("vanished", pid="fake://vanished"),
@@ -82,19 +49,19 @@ async def test_nodeclaims_whose_instance_vanished_are_deleted() -> None:
         claim("launching", pid="fake://launching", registered=False),  # liveness owns it
         claim("no-pid"),
     ):
-        cluster.upsert_nodeclaim(nc)
+        add(cluster, client, nc)
     cluster.upsert_node(node("vanished", ready=False))
     cluster.upsert_node(node("vanished-but-ready", ready=True))
     result = await collector(cluster, cloud, client, clock).collect()
     assert result.nodeclaims_deleted == ["vanished"]
-    assert client.deleted == [("vanished", "uid-vanished")]
+    deleted = [(c.name, c.uid) for c in client.calls_of("delete", NODECLAIMS)]
+    assert deleted == [("vanished", "uid-vanished")]
 
 
 async def test_unclaimed_instances_are_terminated_after_the_grace() -> None:
-    cluster, client, clock = Cluster(), FakeClient(), FakeClock()
-    cloud = FakeCloud("claimed", "orphan", "mid-launch")
-    cluster.upsert_nodeclaim(claim("claimed", pid="fake://claimed"))
-    cluster.upsert_nodeclaim(claim("mid-launch", registered=False))  # status not written yet
+    cluster, cloud, client, clock = world("claimed", "orphan", "mid-launch")
+    add(cluster, client, claim("claimed", pid="fake://claimed"))
+    add(cluster, client, claim("mid-launch", registered=False))  # status not written yet
     gc = collector(cluster, cloud, client, clock)
     assert (await gc.collect()).instances_deleted == []  # first sighting starts the clock
     clock.step(29)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.controllers.nodeclaim.tagging import ANNOTATION_TAGGED, NodeClaimTagging
-from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.state.cluster import KINDS, Cluster
+from tests.unit.fakes import FakeKube, wire
 
 PID = "aws:///us-west-2a/i-0abc"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -61,22 +62,18 @@ class FakeTagger:
             raise RuntimeError("ec2 CreateTags: RequestLimitExceeded")
 
 
-class FakeClient:
-    def __init__(self, *, missing: bool = False) -> None:
-        self.patches: list[tuple[str, str, dict[str, Any]]] = []
-        self.missing = missing
-        self.patched = asyncio.Event()
-
-    async def patch(self, resource: Any, name: str, patch: dict[str, Any], **_: Any) -> Any:
-        if self.missing:
-            raise NotFoundError(status=404)
-        self.patches.append((resource.plural, name, patch))
-        self.patched.set()
-        return patch
+def controller(cluster: Cluster, tagger: FakeTagger, client: FakeKube) -> NodeClaimTagging:
+    return NodeClaimTagging(client, cluster, tagger, cluster_name="test-cluster")
 
 
-def controller(cluster: Cluster, tagger: FakeTagger, client: FakeClient) -> NodeClaimTagging:
-    return NodeClaimTagging(cast(Any, client), cluster, tagger, cluster_name="test-cluster")
+def stored(cluster: Cluster, client: FakeKube, nc: NodeClaim) -> None:
+    """The NodeClaim in the API and in the cache."""
+    cluster.upsert_nodeclaim(nc)
+    client.put(NODECLAIMS, wire(nc))
+
+
+def patches(client: FakeKube) -> list[tuple[str, str, Any]]:
+    return [(c.plural, c.name, c.body) for c in client.calls_of("patch")]
 
 
 TAGGED_PATCH = {"metadata": {"annotations": {ANNOTATION_TAGGED: "true"}}}
@@ -128,69 +125,71 @@ CASES: list[tuple[str, NodeClaim | None, list[tuple[str, dict[str, str]]], bool]
 async def test_reconcile(
     nc: NodeClaim | None, tagged: list[tuple[str, dict[str, str]]], patched: bool
 ) -> None:
-    cluster, tagger, client = Cluster(), FakeTagger(), FakeClient()
+    cluster, tagger, client = Cluster(), FakeTagger(), FakeKube()
     if nc is not None:
-        cluster.upsert_nodeclaim(nc)
+        stored(cluster, client, nc)
     result = await controller(cluster, tagger, client).reconcile("default-abcde")
     assert result is None
     assert tagger.calls == tagged
-    assert client.patches == ([("nodeclaims", "default-abcde", TAGGED_PATCH)] if patched else [])
+    assert patches(client) == ([("nodeclaims", "default-abcde", TAGGED_PATCH)] if patched else [])
 
 
 async def test_tags_once_the_annotation_lands() -> None:
-    cluster, tagger, client = Cluster(), FakeTagger(), FakeClient()
+    cluster, tagger, client = Cluster(), FakeTagger(), FakeKube()
     tagging = controller(cluster, tagger, client)
-    cluster.upsert_nodeclaim(claim())
+    stored(cluster, client, claim())
     await tagging.reconcile("default-abcde")
     # The informer then delivers the patched object; a second reconcile is a no-op.
     cluster.upsert_nodeclaim(claim(annotations={ANNOTATION_TAGGED: "true"}))
     await tagging.reconcile("default-abcde")
     assert len(tagger.calls) == 1
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
 
 
 async def test_a_tagger_failure_raises_and_leaves_the_annotation_unset() -> None:
-    cluster, tagger, client = Cluster(), FakeTagger(failures=1), FakeClient()
-    cluster.upsert_nodeclaim(claim())
+    cluster, tagger, client = Cluster(), FakeTagger(failures=1), FakeKube()
+    stored(cluster, client, claim())
     tagging = controller(cluster, tagger, client)
     with pytest.raises(RuntimeError, match="RequestLimitExceeded"):
         await tagging.reconcile("default-abcde")
-    assert client.patches == []
+    assert patches(client) == []
     # The retry tags and marks it.
     assert await tagging.reconcile("default-abcde") is None
     assert len(tagger.calls) == 2
-    assert client.patches == [("nodeclaims", "default-abcde", TAGGED_PATCH)]
+    assert patches(client) == [("nodeclaims", "default-abcde", TAGGED_PATCH)]
 
 
 async def test_a_vanished_instance_is_left_to_garbage_collection() -> None:
     # Not retried (it would fail forever) and not marked tagged.
-    cluster, tagger, client = Cluster(), FakeTagger(gone=True), FakeClient()
-    cluster.upsert_nodeclaim(claim())
+    cluster, tagger, client = Cluster(), FakeTagger(gone=True), FakeKube()
+    stored(cluster, client, claim())
     assert await controller(cluster, tagger, client).reconcile("default-abcde") is None
     assert [pid for pid, _ in tagger.calls] == [PID]
-    assert client.patches == []
+    assert patches(client) == []
 
 
 async def test_nodeclaim_deleted_before_the_patch_is_not_an_error() -> None:
-    cluster, tagger, client = Cluster(), FakeTagger(), FakeClient(missing=True)
-    cluster.upsert_nodeclaim(claim())
+    cluster, tagger, client = Cluster(), FakeTagger(), FakeKube()
+    cluster.upsert_nodeclaim(claim())  # cached, but gone from the API
     assert await controller(cluster, tagger, client).reconcile("default-abcde") is None
     assert len(tagger.calls) == 1
 
 
 async def test_run_retries_a_failed_tagging() -> None:
     """Through the runtime: an update event queues the claim; a failure is retried (1 s)."""
-    cluster, tagger, client = Cluster(), FakeTagger(failures=1), FakeClient()
+    patched = asyncio.Event()
+    cluster, tagger = Cluster(), FakeTagger(failures=1)
+    client = FakeKube(on_write=lambda *_: patched.set())
     for kind in KINDS:
         cluster.mark_synced(kind)
     tagging = controller(cluster, tagger, client)
     nc = claim()
-    cluster.upsert_nodeclaim(nc)
+    stored(cluster, client, nc)
     async with asyncio.timeout(10):
         async with asyncio.TaskGroup() as tg:
             runner = tg.create_task(tagging.run())
             tagging.on_nodeclaim(nc.model_dump(by_alias=True, mode="json"))
-            await client.patched.wait()
+            await patched.wait()
             runner.cancel()
     assert [pid for pid, _ in tagger.calls] == [PID, PID]
-    assert client.patches == [("nodeclaims", "default-abcde", TAGGED_PATCH)]
+    assert patches(client) == [("nodeclaims", "default-abcde", TAGGED_PATCH)]

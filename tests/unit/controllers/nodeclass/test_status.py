@@ -23,6 +23,8 @@ from karpenter_py.controllers.nodeclass.status import (
 )
 from karpenter_py.model.api.ec2nodeclass import AMI, EC2NodeClass, SecurityGroup, Subnet
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from tests import factories
+from tests.unit.fakes import FakeKube
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NO_SUBNETS = Failure("SubnetsNotFound", "SubnetSelector did not match any Subnets")
@@ -30,17 +32,8 @@ AWS_DOWN = Failure("AMIsResolutionFailed", "failed to resolve AMIs: Throttling",
 
 
 def nodeclass(status: dict[str, Any] | None = None) -> EC2NodeClass:
-    return EC2NodeClass.model_validate(
-        {
-            "metadata": {"name": "default", "resourceVersion": "7", "generation": 3},
-            "spec": {
-                "role": "r",
-                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
-                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            },
-            "status": status or {},
-        }
+    return factories.ec2nodeclass(
+        role="r", selector={"a": "b"}, resource_version="7", generation=3, status=status or {}
     )
 
 
@@ -133,15 +126,8 @@ def test_unchanged_status_compares_equal() -> None:
 
 
 def claim(name: str, group: str, kind: str, ref: str) -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "nodeClassRef": {"group": group, "kind": kind, "name": ref},
-                "requirements": [],
-            },
-        }
-    )
+    ref_ = {"group": group, "kind": kind, "name": ref}
+    return factories.nodeclaim(name, launched=False, node_class_ref=ref_)
 
 
 def test_referencing_nodeclaims() -> None:
@@ -170,16 +156,6 @@ def test_finalizers_patch(finalizers: list[str], add: bool, expected: list[str])
     }
 
 
-class FakeVersionClient:
-    def __init__(self, info: dict[str, str]) -> None:
-        self.info = info
-        self.calls = 0
-
-    async def version(self) -> dict[str, str]:
-        self.calls += 1
-        return self.info
-
-
 @pytest.mark.parametrize(
     ("info", "expected"),
     [
@@ -189,9 +165,10 @@ class FakeVersionClient:
     ],
 )
 def test_kubernetes_version(info: dict[str, str], expected: str) -> None:
-    client = FakeVersionClient(info)
+    client = FakeKube()
+    client.version_info = info
     clock = FakeClock(NOW)
-    reader = KubernetesVersion(client, clock=clock)  # type: ignore[arg-type]
+    reader = KubernetesVersion(client, clock=clock)
 
     async def twice() -> list[str]:
         first = await reader()
@@ -200,4 +177,4 @@ def test_kubernetes_version(info: dict[str, str], expected: str) -> None:
         return [first, second, await reader()]
 
     assert asyncio.run(twice()) == [expected] * 3
-    assert client.calls == 2  # cached for 5 minutes
+    assert len(client.calls_of("get")) == 2  # cached for 5 minutes

@@ -2,32 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from karpenter_py.controllers.nodepool.counter import pool_usage, status_patch
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.core import node_from_dict
+from karpenter_py.model.core import Node
+from karpenter_py.model.labels import LABEL_NODEPOOL
 from karpenter_py.state.statenode import StateNode
+from tests import factories
 
 
-def node(name: str, pool: str, cpu: str) -> Any:
-    return node_from_dict(
-        {
-            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
-            "spec": {"providerID": f"kwok://{name}"},
-            "status": {"capacity": {"cpu": cpu, "memory": "1Gi", "pods": "10"}},
-        }
+def node(name: str, pool: str, cpu: str) -> Node:
+    return factories.node(
+        name, labels={LABEL_NODEPOOL: pool}, allocatable={"cpu": cpu, "memory": "1Gi", "pods": "10"}
     )
 
 
 def claim(name: str, pool: str, capacity: dict[str, str] | None) -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
-            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "d"}, "requirements": []},
-            "status": {"capacity": capacity or {}},
-        }
-    )
+    return factories.nodeclaim(name, pool=pool, capacity=capacity or {}, conditions=[])
 
 
 def test_usage_counts_nodes_and_launched_claims_of_the_pool() -> None:

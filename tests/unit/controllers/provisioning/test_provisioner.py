@@ -13,57 +13,34 @@ from karpenter_py.controllers.provisioning.provisioner import Provisioner
 from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.catalog import kwok_catalog
-from karpenter_py.model.core import pod_from_dict
+from karpenter_py.model.core import Pod
 from karpenter_py.scheduling.fromstate import solve_input
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.state.cluster import KINDS, Cluster
+from tests import factories
 from tests.unit.fakes import FakeNodeAPI, FakeWriter
 
 
 def nodepool(**spec: Any) -> NodePool:
-    body: dict[str, Any] = {
-        "metadata": {"name": "default", "uid": "np-uid"},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"team": "a"}},
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.kwok.sh",
-                        "kind": "KWOKNodeClass",
-                        "name": "default",
-                    },
-                    "requirements": [
-                        {
-                            "key": "karpenter.sh/capacity-type",
-                            "operator": "In",
-                            "values": ["on-demand"],
-                        }
-                    ],
-                    "taints": [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}],
-                },
-            },
-            **spec,
-        },
-    }
-    return NodePool.model_validate(body)
+    return factories.nodepool(
+        uid="np-uid",
+        labels={"team": "a"},
+        requirements=[
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ],
+        taints=[{"key": "dedicated", "value": "a", "effect": "NoSchedule"}],
+        **spec,
+    )
 
 
-def pending(name: str, cpu: str = "1") -> Any:
-    return pod_from_dict(
-        {
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-            "spec": {
-                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
-                "containers": [
-                    {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
-                ],
-            },
-            "status": {
-                "conditions": [
-                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-                ]
-            },
-        }
+def pending(name: str, cpu: str = "1") -> Pod:
+    return factories.pod(
+        name,
+        uid=f"uid-{name}",
+        cpu=cpu,
+        owner=None,
+        pending=True,
+        tolerations=[{"key": "dedicated", "operator": "Exists"}],
     )
 
 

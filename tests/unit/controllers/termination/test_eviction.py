@@ -20,26 +20,21 @@ from karpenter_py.kube.events import EventRecorder
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import Pod
 from karpenter_py.obs.metrics import Metrics
+from tests import factories
+from tests.unit.fakes import FakeKube
 
 
-class FakeAPI:
-    def __init__(self, answers: dict[str, list[Exception | None]]) -> None:
-        self.answers = answers
-        self.evictions: list[tuple[str, str | None]] = []
-        self.events: list[dict[str, Any]] = []
+def fake_api(answers: dict[str, list[Exception]]) -> FakeKube:
+    """An API whose next evictions of each pod fail with its errors, in order; then succeed."""
+    api = FakeKube()
+    for name, errors in answers.items():
+        api.fail("evict", name, *errors)
+    return api
 
-    async def evict(self, name: str, *, namespace: str, uid: str | None = None, **_: Any) -> None:
-        self.evictions.append((name, uid))
-        queue = self.answers.get(name) or [None]
-        answer = queue.pop(0) if len(queue) > 1 else queue[0]
-        if answer is not None:
-            raise answer
 
-    async def create_event(
-        self, event: dict[str, Any], *, namespace: str | None = None
-    ) -> dict[str, Any]:
-        self.events.append(event)
-        return event
+def evictions(api: FakeKube) -> list[tuple[str, str | None]]:
+    """(pod, uid precondition) of every eviction requested."""
+    return [(c.name, c.uid) for c in api.calls_of("evict")]
 
 
 def err(cls: type[ApiError], status: int) -> ApiError:
@@ -47,10 +42,10 @@ def err(cls: type[ApiError], status: int) -> ApiError:
 
 
 def pod(name: str) -> Pod:
-    return Pod(namespace="ns", name=name, uid=f"uid-{name}")
+    return factories.pod(name, namespace="ns", uid=f"uid-{name}")
 
 
-def queue(api: FakeAPI, metrics: Metrics | None = None) -> tuple[EvictionQueue, EventRecorder]:
+def queue(api: FakeKube, metrics: Metrics | None = None) -> tuple[EvictionQueue, EventRecorder]:
     recorder = EventRecorder(api, clock=FakeClock())
     return EvictionQueue(
         api, recorder, metrics=metrics, base=0.01, maximum=0.05, workers=2
@@ -66,7 +61,7 @@ async def drained(q: EvictionQueue, within: float = 5.0) -> None:
 
 
 async def test_answers_are_classified() -> None:
-    api = FakeAPI(
+    api = fake_api(
         {
             "gone": [err(NotFoundError, 404)],
             "replaced": [err(ConflictError, 409)],
@@ -85,13 +80,13 @@ async def test_answers_are_classified() -> None:
     reasons = [(e["reason"], e["involvedObject"]["kind"]) for e in api.events]
     assert ("Evicted", "Pod") in reasons
     assert ("FailedDraining", "Node") in reasons  # the PDB refusal, reported on the node
-    assert api.evictions[0] == ("ok", "u")  # UID precondition sent
+    assert evictions(api)[0] == ("ok", "u")  # UID precondition sent
 
 
 async def test_pdb_refusals_retry_until_allowed_and_queue_dedupes() -> None:
     metrics = Metrics()
-    refusals: list[Exception | None] = [err(TooManyRequestsError, 429)] * 3 + [None]
-    api = FakeAPI({"guarded": refusals})
+    refusals: list[Exception] = [err(TooManyRequestsError, 429)] * 3
+    api = fake_api({"guarded": refusals})
     q, recorder = queue(api, metrics)
     assert q.add("node-1", [pod("guarded"), pod("free")]) == 2
     assert q.add("node-1", [pod("guarded")]) == 0  # already queued or backing off
@@ -99,7 +94,7 @@ async def test_pdb_refusals_retry_until_allowed_and_queue_dedupes() -> None:
         task = tg.create_task(q.run())
         await drained(q)
         task.cancel()
-    assert [n for n, _ in api.evictions].count("guarded") == 4
+    assert [n for n, _ in evictions(api)].count("guarded") == 4
     assert pod("guarded") not in q
     await recorder.flush()
     failed = [e for e in api.events if e["reason"] == "FailedDraining"]
@@ -110,7 +105,7 @@ async def test_pdb_refusals_retry_until_allowed_and_queue_dedupes() -> None:
 
 
 async def test_a_bug_in_one_attempt_does_not_kill_the_queue() -> None:
-    api = FakeAPI({"bad": [RuntimeError("bug"), None]})
+    api = fake_api({"bad": [RuntimeError("bug")]})
     q, _ = queue(api)
     q.add("n", [pod("bad")])
     async with asyncio.TaskGroup() as tg:
@@ -138,7 +133,7 @@ def test_termination_deadline() -> None:
 
 async def test_a_pod_just_evicted_is_not_evicted_again_while_the_cache_lags() -> None:
     now = [100.0]
-    api = FakeAPI({})
+    api = fake_api({})
     recorder = EventRecorder(api, clock=FakeClock())
     q = EvictionQueue(api, recorder, base=0.01, maximum=0.05, workers=1, monotonic=lambda: now[0])
     async with asyncio.TaskGroup() as tg:
@@ -151,4 +146,4 @@ async def test_a_pod_just_evicted_is_not_evicted_again_while_the_cache_lags() ->
         assert q.add("node-1", [pod("web")]) == 1
         await drained(q)
         task.cancel()
-    assert api.evictions == [("web", "uid-web"), ("web", "uid-web")]
+    assert evictions(api) == [("web", "uid-web"), ("web", "uid-web")]

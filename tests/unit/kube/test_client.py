@@ -26,7 +26,7 @@ from karpenter_py.kube import (
     TooManyRequestsError,
     TransportError,
 )
-from tests.unit.informer.fakeapiserver import NS, Recorder, serve
+from tests.unit.kube.fakeapiserver import NS, Recorder, serve
 
 
 async def drain(client, **kw) -> list[str]:

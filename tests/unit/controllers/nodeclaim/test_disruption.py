@@ -4,21 +4,23 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.controllers.nodeclaim.disruption import NodeClaimDisruption
 from karpenter_py.kube.client import PatchType
-from karpenter_py.kube.objects import KubeObject
-from karpenter_py.kube.resources import NODECLAIMS, Resource
+from karpenter_py.kube.events import EventRecorder
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.launcher.persist import nodepool_hash
 from karpenter_py.model.api.base import format_time
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
-from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
+from karpenter_py.model.instancetype import Offering, make_instance_type
 from karpenter_py.state.cluster import Cluster
+from tests import factories
+from tests.unit.fakes import FakeCloudProvider, FakeKube, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 DRIFT_REQUEUE = 300.0
@@ -31,24 +33,11 @@ def pool(
     requirements: list[dict[str, Any]] | None = None,
     labels: dict[str, str] | None = None,
 ) -> NodePool:
-    return NodePool.model_validate(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "template": {
-                    "metadata": {"labels": labels or {}},
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.kwok.sh",
-                            "kind": "KWOKNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": requirements or [],
-                    },
-                },
-                "disruption": {"consolidateAfter": consolidate_after},
-            },
-        }
+    return factories.nodepool(
+        name,
+        requirements=requirements,
+        labels=labels,
+        disruption={"consolidateAfter": consolidate_after},
     )
 
 
@@ -79,39 +68,27 @@ def claim(
         conds.append(condition("Launched", "True", created))
     if initialized_at is not None:
         conds.append(condition("Initialized", "True", initialized_at))
-    status: dict[str, Any] = {"providerID": f"kwok://{name}", "conditions": conds}
-    if last_pod_event is not None:
-        status["lastPodEventTime"] = format_time(last_pod_event)
-    return NodeClaim.model_validate(
-        {
-            "metadata": {
-                "name": name,
-                "uid": f"uid-{name}",
-                "resourceVersion": "1",
-                "creationTimestamp": format_time(created),
-                "labels": {
-                    "karpenter.sh/nodepool": nodepool,
-                    "node.kubernetes.io/instance-type": "m-4x",
-                    "topology.kubernetes.io/zone": "z1",
-                    "karpenter.sh/capacity-type": "on-demand",
-                    **(labels or {}),
-                },
-                "annotations": {
-                    "karpenter.sh/nodepool-hash": nodepool_hash(hash_of or pool(nodepool)),
-                    "karpenter.sh/nodepool-hash-version": "v3",
-                },
-            },
-            "spec": {
-                "nodeClassRef": {
-                    "group": "karpenter.kwok.sh",
-                    "kind": "KWOKNodeClass",
-                    "name": "default",
-                },
-                "requirements": [],
-            },
-            "status": status,
-        }
+    nc = factories.nodeclaim(
+        name,
+        pool=nodepool,
+        uid=f"uid-{name}",
+        resource_version="1",
+        created=format_time(created),
+        labels={
+            "node.kubernetes.io/instance-type": "m-4x",
+            "topology.kubernetes.io/zone": "z1",
+            "karpenter.sh/capacity-type": "on-demand",
+            **(labels or {}),
+        },
+        annotations={
+            "karpenter.sh/nodepool-hash": nodepool_hash(hash_of or pool(nodepool)),
+            "karpenter.sh/nodepool-hash-version": "v3",
+        },
+        conditions=conds,
     )
+    if last_pod_event is not None:
+        nc.status.last_pod_event_time = last_pod_event
+    return nc
 
 
 M4X = make_instance_type(
@@ -122,69 +99,31 @@ M4X = make_instance_type(
 )
 
 
-class FakeCloud:
-    def __init__(self) -> None:
-        self.types: list[InstanceType] = [M4X]
-        self.drift = ""
-        self.type_calls = 0
-        self.drift_calls = 0
-        self.fail: Exception | None = None
-
-    async def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
-        self.type_calls += 1
-        if self.fail is not None:
-            raise self.fail
-        return self.types
-
-    async def is_drifted(self, nodeclaim: NodeClaim) -> str:
-        self.drift_calls += 1
-        return self.drift
-
-
-class FakeClient:
-    """Status merge patches of ``status.conditions``, guarded by resourceVersion, applied to the
-    cluster cache as the watch would."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.patches: list[dict[str, Any]] = []
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        body: dict[str, Any],
-        *,
-        patch_type: PatchType,
-        subresource: str | None = None,
-    ) -> KubeObject:
-        assert resource == NODECLAIMS
-        assert subresource == "status"
-        assert patch_type == PatchType.MERGE
-        nc = self.cluster.nodeclaims[name]
-        assert body["metadata"] == {"resourceVersion": nc.metadata.resource_version}
-        assert set(body["status"]) == {"conditions"}
-        self.patches.append(body)
-        raw = nc.model_dump(mode="json", by_alias=True)
-        raw["status"]["conditions"] = body["status"]["conditions"]
-        raw["metadata"]["resourceVersion"] = str(int(nc.metadata.resource_version) + 1)
-        self.cluster.upsert_nodeclaim(NodeClaim.model_validate(raw))
-        return raw
+def patches(client: FakeKube) -> list[Any]:
+    """The status merge patches written: only ``status.conditions``, guarded by the cached
+    resourceVersion."""
+    calls = client.calls_of("patch")
+    assert {(c.plural, c.subresource, c.patch_type) for c in calls} <= {
+        ("nodeclaims", "status", PatchType.MERGE)
+    }
+    assert all(set(c.body["metadata"]) == {"resourceVersion"} for c in calls)
+    assert all(set(c.body["status"]) == {"conditions"} for c in calls)
+    return [c.body for c in calls]
 
 
 def setup(
     *claims: NodeClaim, pools: tuple[NodePool, ...] | None = None
-) -> tuple[NodeClaimDisruption, FakeClient, FakeCloud, FakeClock]:
+) -> tuple[NodeClaimDisruption, FakeKube, FakeCloudProvider, FakeClock]:
     clock = FakeClock(NOW)
     cluster = Cluster()
     for np in pools if pools is not None else (pool(),):
         cluster.upsert_nodepool(np)
     for nc in claims:
         cluster.upsert_nodeclaim(nc)
-    client, cloud = FakeClient(cluster), FakeCloud()
-    controller = NodeClaimDisruption(
-        cast(Any, client), cluster, cast(Any, cloud), cast(Any, None), clock=clock
-    )
+    client = FakeKube(*((NODECLAIMS, wire(nc)) for nc in claims), on_write=into_cluster(cluster))
+    cloud = FakeCloudProvider(instance_types=[M4X])
+    recorder = EventRecorder(client, clock=clock)
+    controller = NodeClaimDisruption(client, cluster, cloud, recorder, clock=clock)
     return controller, client, cloud, clock
 
 
@@ -214,11 +153,11 @@ async def test_consolidatable_flips_at_the_exact_moment_consolidate_after_has_pa
     assert message(controller, "Consolidatable") == (
         "consolidatable at 2026-01-01T12:03:00Z (consolidateAfter 5m since initialization)"
     )
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
 
     clock.step(179)
     assert await requeue(controller) == 1.0
-    assert len(client.patches) == 1  # nothing changed: nothing written
+    assert len(patches(client)) == 1  # nothing changed: nothing written
 
     clock.step(1)
     assert await requeue(controller) == DRIFT_REQUEUE
@@ -226,7 +165,7 @@ async def test_consolidatable_flips_at_the_exact_moment_consolidate_after_has_pa
     c = controller.deps.cluster.nodeclaims["nc"].status.get_condition("Consolidatable")
     assert c is not None
     assert c.last_transition_time == NOW + timedelta(seconds=180)
-    assert len(client.patches) == 2
+    assert len(patches(client)) == 2
 
 
 async def test_consolidate_after_is_measured_from_the_last_pod_event() -> None:
@@ -249,7 +188,7 @@ async def test_a_new_pod_event_turns_a_consolidatable_nodeclaim_back() -> None:
     controller.deps.cluster.upsert_nodeclaim(current)
     assert await requeue(controller) == 300.0  # min(drift 300, consolidatable in 300)
     assert cond(controller, "Consolidatable") == ("False", "ConsolidateAfterPending")
-    assert len(client.patches) == 2
+    assert len(patches(client)) == 2
 
 
 async def test_zero_consolidate_after_is_consolidatable_at_once() -> None:
@@ -263,7 +202,7 @@ async def test_never_removes_the_consolidatable_condition() -> None:
     controller, client, _, _ = setup(nc, pools=(pool(consolidate_after="Never"),))
     assert await requeue(controller) == DRIFT_REQUEUE
     assert cond(controller, "Consolidatable") is None
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
 
 
 async def test_uninitialized_nodeclaims_are_not_consolidatable() -> None:
@@ -288,8 +227,8 @@ async def test_an_undrifted_nodeclaim_writes_nothing_about_drift_and_polls_every
     controller, _, cloud, _ = setup(claim(initialized_at=NOW - timedelta(hours=1)))
     assert await requeue(controller) == DRIFT_REQUEUE
     assert cond(controller, "Drifted") is None
-    assert cloud.drift_calls == 1
-    assert cloud.type_calls == 0  # younger than 1 h: instance types are not asked for
+    assert len(cloud.drift_calls) == 1
+    assert len(cloud.instance_type_calls) == 0  # younger than 1 h: instance types are not asked for
 
 
 async def test_a_template_edit_is_nodepool_drift_without_asking_the_cloud() -> None:
@@ -298,8 +237,8 @@ async def test_a_template_edit_is_nodepool_drift_without_asking_the_cloud() -> N
     assert await requeue(controller) == 180.0  # consolidatable sooner than the drift poll
     assert cond(controller, "Drifted") == ("True", "NodePoolDrifted")
     assert message(controller, "Drifted") == "NodePoolDrifted"
-    assert (cloud.type_calls, cloud.drift_calls) == (0, 0)
-    assert len(client.patches) == 1
+    assert (len(cloud.instance_type_calls), len(cloud.drift_calls)) == (0, 0)
+    assert len(patches(client)) == 1
 
 
 async def test_requirements_drift() -> None:
@@ -309,22 +248,22 @@ async def test_requirements_drift() -> None:
     controller, _, cloud, _ = setup(claim(hash_of=np), pools=(np,))
     await controller.reconcile("nc")
     assert cond(controller, "Drifted") == ("True", "RequirementsDrifted")
-    assert cloud.drift_calls == 0
+    assert len(cloud.drift_calls) == 0
 
 
 async def test_provider_drift_is_set_and_removed_again() -> None:
     controller, client, cloud, clock = setup(claim(initialized_at=NOW - timedelta(hours=1)))
-    cloud.drift = "NodeClassDrifted"
+    cloud.drifted = "NodeClassDrifted"
     assert await requeue(controller) == DRIFT_REQUEUE
     assert cond(controller, "Drifted") == ("True", "NodeClassDrifted")
     clock.step(DRIFT_REQUEUE)
     assert await requeue(controller) == DRIFT_REQUEUE
-    assert len(client.patches) == 1  # still drifted, same reason: nothing written
-    cloud.drift = ""
+    assert len(patches(client)) == 1  # still drifted, same reason: nothing written
+    cloud.drifted = ""
     clock.step(DRIFT_REQUEUE)
     assert await requeue(controller) == DRIFT_REQUEUE
     assert cond(controller, "Drifted") is None  # removed, not set False
-    assert len(client.patches) == 2
+    assert len(patches(client)) == 2
 
 
 async def test_unlaunched_nodeclaims_lose_the_drifted_condition_and_are_not_polled() -> None:
@@ -334,10 +273,10 @@ async def test_unlaunched_nodeclaims_lose_the_drifted_condition_and_are_not_poll
         conditions=[condition("Drifted", "True", NOW, reason="NodeClassDrifted")],
     )
     controller, _, cloud, _ = setup(nc)
-    cloud.drift = "NodeClassDrifted"
+    cloud.drifted = "NodeClassDrifted"
     assert await requeue(controller) is None
     assert cond(controller, "Drifted") is None
-    assert cloud.drift_calls == 0
+    assert len(cloud.drift_calls) == 0
 
 
 async def test_instance_type_check_waits_for_an_hour_of_age_then_runs_every_thirty_minutes() -> (
@@ -346,30 +285,32 @@ async def test_instance_type_check_waits_for_an_hour_of_age_then_runs_every_thir
     nc = claim(created=NOW - timedelta(minutes=50), initialized_at=NOW - timedelta(minutes=45))
     controller, client, cloud, clock = setup(nc)
     await controller.reconcile("nc")
-    assert cloud.type_calls == 0
+    assert len(cloud.instance_type_calls) == 0
     clock.step(10 * 60)  # 1 h old
     await controller.reconcile("nc")
-    assert cloud.type_calls == 1
+    assert len(cloud.instance_type_calls) == 1
     assert cond(controller, "Drifted") is None
     clock.step(DRIFT_REQUEUE)
     await controller.reconcile("nc")
-    assert cloud.type_calls == 1  # found 5 min ago: not asked again
+    assert len(cloud.instance_type_calls) == 1  # found 5 min ago: not asked again
     clock.step(25 * 60)  # 30 min after the last check that found the type
-    cloud.types = []  # an empty answer is no answer
+    cloud.instance_types = []  # an empty answer is no answer
     await controller.reconcile("nc")
-    assert cloud.type_calls == 2
+    assert len(cloud.instance_type_calls) == 2
     assert cond(controller, "Drifted") is None
-    cloud.types = [make_instance_type(name="c-4x", requirements={}, capacity={}, offerings=())]
+    cloud.instance_types = [
+        make_instance_type(name="c-4x", requirements={}, capacity={}, offerings=())
+    ]
     await controller.reconcile("nc")
-    assert cloud.type_calls == 3  # an empty answer is not remembered as a success
+    assert len(cloud.instance_type_calls) == 3  # an empty answer is not remembered as a success
     assert cond(controller, "Drifted") == ("True", "InstanceTypeNotFound")
-    drift_calls = cloud.drift_calls
+    drift_calls = len(cloud.drift_calls)
     await controller.reconcile("nc")
-    assert cloud.type_calls == 4  # a missing type is confirmed on every reconcile
-    assert cloud.drift_calls == drift_calls  # the provider is not asked once a reason is found
+    assert len(cloud.instance_type_calls) == 4  # a missing type is confirmed on every reconcile
+    assert len(cloud.drift_calls) == drift_calls  # the provider is not asked once a reason is found
     # Consolidatable once, then Drifted once; the confirmations changed nothing.
-    assert len(client.patches) == 2
-    drifted = [c for c in client.patches[1]["status"]["conditions"] if c["type"] == "Drifted"]
+    assert len(patches(client)) == 2
+    drifted = [c for c in patches(client)[1]["status"]["conditions"] if c["type"] == "Drifted"]
     assert [(c["status"], c["reason"]) for c in drifted] == [("True", "InstanceTypeNotFound")]
 
 
@@ -379,12 +320,12 @@ async def test_a_cloud_error_keeps_drift_as_it_was_but_still_writes_consolidatab
         conditions=[condition("Drifted", "True", NOW - timedelta(hours=1), "NodeClassDrifted")],
     )
     controller, client, cloud, _ = setup(nc)
-    cloud.fail = RuntimeError("throttled")
+    cloud.fail("get_instance_types", RuntimeError("throttled"))
     with pytest.raises(RuntimeError, match="throttled"):
         await controller.reconcile("nc")
     assert cond(controller, "Drifted") == ("True", "NodeClassDrifted")
     assert cond(controller, "Consolidatable") == ("False", "ConsolidateAfterPending")
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
 
 
 async def test_nodeclaims_without_a_known_nodepool_or_being_deleted_are_left_alone() -> None:
@@ -394,8 +335,8 @@ async def test_nodeclaims_without_a_known_nodepool_or_being_deleted_are_left_alo
     assert await requeue(controller, "orphan") is None
     assert await requeue(controller, "gone") is None
     assert await requeue(controller, "missing") is None
-    assert client.patches == []
-    assert cloud.drift_calls == 0
+    assert patches(client) == []
+    assert len(cloud.drift_calls) == 0
 
 
 # ----------------------------------------------------------------------------- triggers

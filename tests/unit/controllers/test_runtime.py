@@ -7,7 +7,7 @@ import asyncio
 from karpenter_py.controllers.runtime import Result, new_queue, run_workers
 from karpenter_py.kube.errors import ConflictError
 from karpenter_py.obs.metrics import RECONCILE_RESULTS, Metrics
-from tests.unit.metrics_wiring._exposition import scrape, value
+from tests.unit.obs.exposition import scrape, value
 
 NAME = "test.controller"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -18,12 +18,12 @@ from karpenter_py.controllers.nodeclaim.podevents import (
     pod_state,
 )
 from karpenter_py.kube.client import PatchType
-from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject
-from karpenter_py.kube.resources import NODECLAIMS, Resource
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import node_from_dict
 from karpenter_py.state.cluster import Cluster
+from tests.unit.fakes import FakeKube, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -105,56 +105,35 @@ def test_pod_state_from_the_wire() -> None:
     assert not is_daemonset_pod(wire_pod("p"))
 
 
-class FakeClient:
-    """Status patches land on the NodeClaim in the Cluster, as the informer would deliver."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.patches: list[tuple[str, dict[str, Any]]] = []
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        body: dict[str, Any],
-        *,
-        patch_type: PatchType,
-        subresource: str | None = None,
-    ) -> KubeObject:
-        assert resource == NODECLAIMS
-        assert subresource == "status"
-        assert patch_type == PatchType.MERGE
-        nc = self.cluster.nodeclaims.get(name)
-        if nc is None:
-            raise NotFoundError(status=404)
-        self.patches.append((name, body))
-        raw = nc.model_dump(mode="json", by_alias=True)
-        raw["status"].update(body["status"])
-        self.cluster.upsert_nodeclaim(NodeClaim.model_validate(raw))
-        return raw
+def patches(client: FakeKube) -> list[tuple[str, Any]]:
+    """The NodeClaim status merge patches written, the only writes this controller makes."""
+    calls = client.calls_of("patch")
+    assert {(c.plural, c.subresource, c.patch_type) for c in calls} <= {
+        ("nodeclaims", "status", PatchType.MERGE)
+    }
+    return [(c.name, c.body) for c in calls]
 
 
-def setup() -> tuple[NodeClaimPodEvents, FakeClient, FakeClock, Cluster]:
+def setup() -> tuple[NodeClaimPodEvents, FakeKube, FakeClock, Cluster]:
     clock = FakeClock(NOW)
     cluster = Cluster()
     for name in ("n1", "n2"):
         cluster.upsert_node(
             node_from_dict({"metadata": {"name": name}, "spec": {"providerID": f"fake://{name}"}})
         )
-    cluster.upsert_nodeclaim(
-        NodeClaim.model_validate(
-            {
-                "metadata": {"name": "nc1"},
-                "spec": {
-                    "nodeClassRef": {"group": "g", "kind": "K", "name": "d"},
-                    "requirements": [],
-                },
-                "status": {"providerID": "fake://n1", "nodeName": "n1"},
-            }
-        )
+    nc = NodeClaim.model_validate(
+        {
+            "metadata": {"name": "nc1"},
+            "spec": {
+                "nodeClassRef": {"group": "g", "kind": "K", "name": "d"},
+                "requirements": [],
+            },
+            "status": {"providerID": "fake://n1", "nodeName": "n1"},
+        }
     )
-    client = FakeClient(cluster)
-    return NodeClaimPodEvents(cast(Any, client), cluster, clock=clock), client, clock, cluster
+    cluster.upsert_nodeclaim(nc)
+    client = FakeKube((NODECLAIMS, wire(nc)), on_write=into_cluster(cluster))
+    return NodeClaimPodEvents(client, cluster, clock=clock), client, clock, cluster
 
 
 def stamped(cluster: Cluster) -> datetime | None:
@@ -171,7 +150,7 @@ async def test_the_first_list_stamps_nothing_and_a_bind_stamps_the_nodeclaim() -
     clock.step(1)
     controller.on_pod(wire_pod("pending", "n1"))  # bound
     assert await controller.reconcile("n1") is None
-    assert client.patches == [("nc1", {"status": {"lastPodEventTime": "2026-01-01T12:00:01Z"}})]
+    assert patches(client) == [("nc1", {"status": {"lastPodEventTime": "2026-01-01T12:00:01Z"}})]
     assert stamped(cluster) == NOW + timedelta(seconds=1)
 
 
@@ -179,7 +158,7 @@ async def test_writes_are_deduplicated_for_ten_seconds_and_the_latest_event_wins
     controller, client, clock, cluster = setup()
     controller.on_pod(wire_pod("a", "n1"))
     await controller.reconcile("n1")
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
 
     clock.step(3)
     controller.on_pod(wire_pod("a", "n1", phase="Succeeded"))  # terminal
@@ -191,11 +170,11 @@ async def test_writes_are_deduplicated_for_ten_seconds_and_the_latest_event_wins
     result = await controller.reconcile("n1")
     assert result is not None
     assert result.requeue_after == pytest.approx(5.0)
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
 
     clock.step(5)
     assert await controller.reconcile("n1") is None
-    assert len(client.patches) == 2
+    assert len(patches(client)) == 2
     assert stamped(cluster) == NOW + timedelta(seconds=5)  # the latest event's time
 
     # The window counts from the write (t=10), not from the stamped value (t=5).
@@ -214,7 +193,7 @@ async def test_daemonset_pods_and_foreign_nodes_are_ignored() -> None:
     assert await controller.reconcile("n2") is None
     controller.on_pod(wire_pod("y", "elsewhere"))  # not even a Node we know
     assert await controller.reconcile("elsewhere") is None
-    assert client.patches == []
+    assert patches(client) == []
 
 
 async def test_deletes() -> None:
@@ -224,11 +203,11 @@ async def test_deletes() -> None:
     assert len(controller.queue) == 0
     controller.on_pod_deleted(wire_pod("a", "n1"))  # force-deleted while running
     assert await controller.reconcile("n1") is None
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
     controller.on_pod_deleted(wire_pod("never-seen", "n1"))
     clock.step(20)
     assert await controller.reconcile("n1") is None
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
 
 
 async def test_a_vanished_nodeclaim_is_not_an_error() -> None:
@@ -236,4 +215,4 @@ async def test_a_vanished_nodeclaim_is_not_an_error() -> None:
     controller.on_pod(wire_pod("a", "n1"))
     del cluster.nodeclaims["nc1"]
     assert await controller.reconcile("n1") is None
-    assert client.patches == []
+    assert patches(client) == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -16,10 +16,12 @@ from karpenter_py.controllers.nodeclaim.consistency import (
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.events import EventRecorder, EventType
 from karpenter_py.kube.objects import KubeObject
-from karpenter_py.kube.resources import NODECLAIMS, Resource
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.core import Node, node_from_dict
+from karpenter_py.model.core import Node
 from karpenter_py.state.cluster import Cluster
+from tests import factories
+from tests.unit.fakes import FakeKube, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 EXPECTED = {"cpu": "4", "memory": "16Gi", "pods": "110"}
@@ -67,13 +69,7 @@ def claim(
 
 
 def node(capacity: dict[str, str]) -> Node:
-    return node_from_dict(
-        {
-            "metadata": {"name": "n1"},
-            "spec": {"providerID": "fake://n1"},
-            "status": {"capacity": capacity},
-        }
-    )
+    return factories.node("n1", provider_id="fake://n1", capacity=capacity)
 
 
 @pytest.mark.parametrize(
@@ -121,34 +117,14 @@ def test_uninitialized_and_deleting_nodeclaims_are_not_checked() -> None:
     assert node_shape_issues(claim(deleting=True), shrunk) == []
 
 
-class FakeClient:
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.patches: list[dict[str, Any]] = []
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        body: dict[str, Any],
-        *,
-        patch_type: PatchType,
-        subresource: str | None = None,
-    ) -> KubeObject:
-        assert resource == NODECLAIMS
-        assert subresource == "status"
-        assert patch_type == PatchType.MERGE
-        nc = self.cluster.nodeclaims[name]
-        assert body["metadata"]["resourceVersion"] == nc.metadata.resource_version
-        self.patches.append(body)
-        raw = nc.model_dump(mode="json", by_alias=True)
-        raw["status"] = body["status"]
-        raw["metadata"]["resourceVersion"] = str(int(nc.metadata.resource_version) + 1)
-        self.cluster.upsert_nodeclaim(NodeClaim.model_validate(raw))
-        return raw
-
-    async def create_event(self, event: KubeObject, *, namespace: str | None = None) -> KubeObject:
-        return event
+def patches(client: FakeKube) -> list[Any]:
+    """The NodeClaim status merge patches written, each guarded by the cached resourceVersion."""
+    calls = client.calls_of("patch")
+    assert {(c.plural, c.subresource, c.patch_type) for c in calls} <= {
+        ("nodeclaims", "status", PatchType.MERGE)
+    }
+    assert all("resourceVersion" in c.body["metadata"] for c in calls)
+    return [c.body for c in calls]
 
 
 class CapturingRecorder(EventRecorder):
@@ -169,14 +145,16 @@ class CapturingRecorder(EventRecorder):
         self.recorded.append((reason, event_type, message))
 
 
-def setup(nc: NodeClaim, found: dict[str, str]) -> tuple[NodeClaimConsistency, Any, Any, Any]:
+def setup(
+    nc: NodeClaim, found: dict[str, str]
+) -> tuple[NodeClaimConsistency, FakeKube, CapturingRecorder, FakeClock]:
     clock = FakeClock(NOW)
     cluster = Cluster()
     cluster.upsert_nodeclaim(nc)
     cluster.upsert_node(node(found))
-    client = FakeClient(cluster)
+    client = FakeKube((NODECLAIMS, wire(nc)), on_write=into_cluster(cluster))
     recorder = CapturingRecorder(client, clock=clock)
-    controller = NodeClaimConsistency(cast(Any, client), cluster, recorder, clock=clock)
+    controller = NodeClaimConsistency(client, cluster, recorder, clock=clock)
     return controller, client, recorder, clock
 
 
@@ -192,7 +170,7 @@ async def test_a_consistent_node_sets_the_condition_true_once() -> None:
     assert result.requeue_after == 600.0
     assert consistent(controller) == ("True", "ConsistentStateFound", "")
     assert recorder.recorded == []
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
 
 
 async def test_a_shrunk_node_fails_the_check_and_is_rechecked_every_ten_minutes() -> None:
@@ -209,7 +187,7 @@ async def test_a_shrunk_node_fails_the_check_and_is_rechecked_every_ten_minutes(
     result = await controller.reconcile("nc1")
     assert result is not None
     assert result.requeue_after == pytest.approx(540.0)
-    assert len(client.patches) == 1
+    assert len(patches(client)) == 1
     assert len(recorder.recorded) == 1
 
     # Fixed in the meantime: the next scan flips the condition back.
@@ -224,7 +202,7 @@ async def test_a_shrunk_node_fails_the_check_and_is_rechecked_every_ten_minutes(
 async def test_an_uninitialized_nodeclaim_waits_for_initialization() -> None:
     controller, client, _, _ = setup(claim(initialized=False), {})
     assert await controller.reconcile("nc1") is None
-    assert client.patches == []
+    assert patches(client) == []
     controller.on_nodeclaim({"metadata": {"name": "nc1", "uid": "uid-nc1"}})
     assert len(controller.queue) == 1  # not marked scanned: the Initialized update gets through
     controller.on_nodeclaim_deleted({"metadata": {"name": "nc1", "uid": "uid-nc1"}})

@@ -13,44 +13,19 @@ from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.core import Pod, pod_from_dict
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import KINDS, Cluster
+from tests import factories
 from tests.unit.fakes import FakeNodeAPI, FakeWriter
-from tests.unit.metrics_wiring._exposition import scrape, series, value
+from tests.unit.obs.exposition import scrape, series, value
 
 CTRL = {"controller": "provisioner"}
 
 
 def nodepool() -> NodePool:
-    return NodePool.model_validate(
-        {
-            "metadata": {"name": "default", "uid": "np-uid"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.kwok.sh",
-                            "kind": "KWOKNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": [],
-                    }
-                }
-            },
-        }
-    )
+    return factories.nodepool(uid="np-uid")
 
 
 def pending(name: str, cpu: str = "1") -> Pod:
-    return pod_from_dict(
-        {
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
-            "status": {
-                "conditions": [
-                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-                ]
-            },
-        }
-    )
+    return factories.pod(name, uid=f"uid-{name}", cpu=cpu, memory=None, owner=None, pending=True)
 
 
 def setup(pods: list[Pod]) -> tuple[Cluster, Provisioner, SchedulingMetrics, Metrics, FakeClock]:

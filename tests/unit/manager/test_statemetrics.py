@@ -14,52 +14,35 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.obs.metrics import POD_STATE_LABELS, Metrics
 from karpenter_py.state.cluster import KINDS, Cluster
-from tests.unit.metrics_wiring._exposition import scrape, series, value
+from tests import factories
+from tests.unit.obs.exposition import scrape, series, value
 
 
 def nodepool() -> NodePool:
-    return NodePool.model_validate(
-        {
-            "metadata": {"name": "default"},
-            "spec": {
-                "limits": {"cpu": "1000", "memory": "1000Gi"},
-                "template": {
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.kwok.sh",
-                            "kind": "KWOKNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": [],
-                    }
-                },
-            },
-            "status": {
-                "resources": {
-                    "cpu": "3500m",
-                    "memory": "8Gi",
-                    "ephemeral-storage": "20Gi",
-                    "nodes": "1",
-                }
-            },
-        }
+    return factories.nodepool(
+        limits={"cpu": "1000", "memory": "1000Gi"},
+        status={
+            "resources": {
+                "cpu": "3500m",
+                "memory": "8Gi",
+                "ephemeral-storage": "20Gi",
+                "nodes": "1",
+            }
+        },
     )
 
 
 def pod(name: str, node: str = "", phase: str = "Pending", owner: str = "web-7d9") -> Pod:
-    raw: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": f"uid-{name}",
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "controller": True}
-            ],
-        },
-        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
-        "status": {"phase": phase},
-    }
-    return pod_from_dict(raw)
+    return factories.pod(
+        name,
+        namespace="shop",
+        uid=f"uid-{name}",
+        node_name=node,
+        phase=phase,
+        owner_name=owner,
+        cpu=None,
+        memory=None,
+    )
 
 
 def cluster_with_two_pods() -> Cluster:

@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestServer
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.kube import CONFIGMAPS, KubeClient, UnauthorizedError, load_config
 from karpenter_py.kube.execauth import ExecPluginError
-from tests.unit.informer.fakeapiserver import NS, Recorder, serve
-from tests.unit.kube_exec.fakeplugin import T0, exec_stanza, make_plugin, write_kubeconfig
+from tests.unit.kube.fakeapiserver import NS, Recorder, serve
+from tests.unit.kube.fakeplugin import T0, exec_stanza, make_plugin, write_kubeconfig
 
 EXPIRY = "2026-01-01T00:15:00Z"
 

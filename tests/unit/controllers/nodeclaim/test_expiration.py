@@ -8,21 +8,17 @@ import pytest
 
 from karpenter_py.controllers.nodeclaim.expiration import expires_at, seconds_until_expiry
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from tests import factories
 
 CREATED = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def claim(expire_after: str | None, created: datetime | None = CREATED) -> NodeClaim:
-    spec: dict[str, object] = {
-        "requirements": [],
-        "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
-    }
-    if expire_after is not None:
-        spec["expireAfter"] = expire_after
-    meta: dict[str, object] = {"name": "nc"}
-    if created is not None:
-        meta["creationTimestamp"] = created.isoformat().replace("+00:00", "Z")
-    return NodeClaim.model_validate({"metadata": meta, "spec": spec})
+    return factories.nodeclaim(
+        "nc",
+        expire_after=expire_after,
+        created=None if created is None else created.isoformat().replace("+00:00", "Z"),
+    )
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from karpenter_py.launcher.persist import nodepool_hash
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
+from tests import factories
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 LABELS = {
@@ -39,24 +40,8 @@ def pool(
     labels: dict[str, str] | None = None,
     expire_after: str = "720h",
 ) -> NodePool:
-    return NodePool.model_validate(
-        {
-            "metadata": {"name": "pool"},
-            "spec": {
-                "template": {
-                    "metadata": {"labels": labels or {}},
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.kwok.sh",
-                            "kind": "KWOKNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": requirements or [],
-                        "expireAfter": expire_after,
-                    },
-                }
-            },
-        }
+    return factories.nodepool(
+        "pool", requirements=requirements, labels=labels, expire_after=expire_after
     )
 
 
@@ -65,26 +50,15 @@ def claim(
     annotations: dict[str, str] | None = None,
     created: datetime | None = NOW - timedelta(hours=2),
 ) -> NodeClaim:
-    meta: dict[str, Any] = {
-        "name": "nc",
-        "uid": "uid-nc",
-        "labels": LABELS if labels is None else labels,
-        "annotations": annotations or {},
-    }
-    if created is not None:
-        meta["creationTimestamp"] = created.isoformat()
-    return NodeClaim.model_validate(
-        {
-            "metadata": meta,
-            "spec": {
-                "nodeClassRef": {
-                    "group": "karpenter.kwok.sh",
-                    "kind": "KWOKNodeClass",
-                    "name": "default",
-                },
-                "requirements": [],
-            },
-        }
+    return factories.nodeclaim(
+        "nc",
+        pool="",
+        uid="uid-nc",
+        launched=False,
+        labels=LABELS if labels is None else labels,
+        annotations=annotations,
+        created=None if created is None else created.isoformat(),
+        expire_after=None,
     )
 
 

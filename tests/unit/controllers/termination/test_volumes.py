@@ -4,12 +4,11 @@ and the node termination controller walking through them with a fake API and clo
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from karpenter_py.aio.clock import FakeClock
-from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.controllers.termination.eviction import EvictionQueue
 from karpenter_py.controllers.termination.node import NodeTermination
 from karpenter_py.controllers.termination.volumes import (
@@ -22,13 +21,18 @@ from karpenter_py.controllers.termination.volumes import (
     staying_claims,
 )
 from karpenter_py.kube.client import PatchType
-from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.events import EventRecorder, EventType
-from karpenter_py.kube.objects import KubeObject, ListResult
-from karpenter_py.kube.resources import NODECLAIMS, NODES, VOLUMEATTACHMENTS, Resource
+from karpenter_py.kube.objects import KubeObject
+from karpenter_py.kube.resources import (
+    NODECLAIMS,
+    NODES,
+    PERSISTENTVOLUMECLAIMS,
+    VOLUMEATTACHMENTS,
+)
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.state.cluster import Cluster
+from tests.unit.fakes import FakeCloudProvider, FakeKube, into_cluster
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -145,80 +149,20 @@ def test_staying_claims_are_those_of_pods_the_drain_leaves() -> None:
 # ----------------------------------------------------------------------------- fakes
 
 
-class FakeClient:
-    """The API as the node termination controller uses it; NodeClaim status patches are fed
-    back into the Cluster, as the informer would."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.attachments: list[KubeObject] = []
-        self.pvcs: dict[tuple[str, str], KubeObject] = {}
-        self.nodeclaims: dict[str, KubeObject] = {}
-        self.nodes: dict[str, KubeObject] = {}
-        self.calls: list[tuple[str, str, str]] = []
-        self.rv = 100
-
-    async def list(self, resource: Resource, **_: Any) -> ListResult:
-        self.calls.append(("list", resource.plural, ""))
-        assert resource == VOLUMEATTACHMENTS
-        return ListResult(items=list(self.attachments), resource_version="1")
-
-    async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Any:
-        self.calls.append(("get", resource.plural, name))
-        if resource.plural == "persistentvolumeclaims":
-            try:
-                return self.pvcs[(namespace or "", name)]
-            except KeyError:
-                raise NotFoundError(status=404) from None
-        if resource == NODES and name in self.nodes:
-            return self.nodes[name]
-        raise NotFoundError(status=404)
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        body: Any,
-        *,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: str | None = None,
-        **_: Any,
-    ) -> KubeObject:
-        self.calls.append(("patch", resource.plural, name))
-        if resource == NODECLAIMS:
-            obj = self.nodeclaims[name]
-            assert body["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
-            self.rv += 1
-            obj["metadata"]["resourceVersion"] = str(self.rv)
-            obj["status"] = body["status"]
-            self.cluster.upsert_nodeclaim(NodeClaim.model_validate(obj))
-            return obj
-        assert resource == NODES
-        assert patch_type == PatchType.JSON
-        self.nodes.pop(name, None)  # finalizer removed: the node goes
-        return {}
-
-    async def delete(self, resource: Resource, name: str, **_: Any) -> None:
-        self.calls.append(("delete", resource.plural, name))
-
-    async def create_event(self, event: KubeObject, *, namespace: str | None = None) -> KubeObject:
-        return event
+def guarded_status_patches(client: FakeKube) -> None:
+    """NodeClaim writes are status merge patches guarded by resourceVersion; Node writes are
+    JSON patches (the finalizer)."""
+    for c in client.calls_of("patch"):
+        if c.plural == "nodeclaims":
+            assert (c.subresource, c.patch_type) == ("status", PatchType.MERGE)
+            assert "resourceVersion" in c.body["metadata"]
+        else:
+            assert (c.plural, c.patch_type) == ("nodes", PatchType.JSON)
 
 
-class FakeCloud:
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.deleted: list[str] = []
-
-    async def delete(self, nodeclaim: NodeClaim) -> None:
-        pid = nodeclaim.status.provider_id
-        if pid in self.deleted:
-            raise NodeClaimNotFoundError(pid)
-        self.deleted.append(pid)
-
-    async def get(self, provider_id: str) -> NodeClaim:
-        raise NodeClaimNotFoundError(provider_id)
+def requests(client: FakeKube) -> list[tuple[str, str, str]]:
+    """(verb, resource, name) of the API requests, events aside."""
+    return [(c.verb, c.plural, c.name) for c in client.calls if c.plural != "events"]
 
 
 class CapturingRecorder(EventRecorder):
@@ -254,10 +198,11 @@ class NoEvictions:
 
 def setup(
     clock: FakeClock, *, deadline: datetime | None = None
-) -> tuple[NodeTermination, FakeClient, FakeCloud, CapturingRecorder, Cluster]:
+) -> tuple[NodeTermination, FakeKube, FakeCloudProvider, CapturingRecorder, Cluster]:
     cluster = Cluster()
-    client = FakeClient(cluster)
-    cloud = FakeCloud()
+    client = FakeKube(on_write=into_cluster(cluster))
+    cloud = FakeCloudProvider()
+    cloud.launched("n1")
     recorder = CapturingRecorder(client, clock=clock)
     node_raw: KubeObject = {
         "metadata": {
@@ -274,7 +219,7 @@ def setup(
         },
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }
-    client.nodes["n1"] = node_raw
+    client.put(NODES, node_raw)
     cluster.upsert_node(node_from_dict(node_raw))
     annotations = {}
     if deadline is not None:
@@ -293,12 +238,10 @@ def setup(
         "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "d"}, "requirements": []},
         "status": {"providerID": "fake://n1", "nodeName": "n1"},
     }
-    client.nodeclaims["n1"] = nc_raw
+    client.put(NODECLAIMS, nc_raw)
     cluster.upsert_nodeclaim(NodeClaim.model_validate(nc_raw))
     evictions = EvictionQueue(NoEvictions(), recorder)
-    controller = NodeTermination(
-        cast(Any, client), cluster, cast(Any, cloud), evictions, recorder, clock=clock
-    )
+    controller = NodeTermination(client, cluster, cloud, evictions, recorder, clock=clock)
     return controller, client, cloud, recorder, cluster
 
 
@@ -313,7 +256,7 @@ def cond(cluster: Cluster, type_: str) -> tuple[str, str] | None:
 async def test_min_drain_time_then_volumes_then_instance() -> None:
     clock = FakeClock(NOW)
     controller, client, cloud, recorder, cluster = setup(clock)
-    client.attachments = [va("a", "n1", "pv-a"), va("other", "n2", "pv-x")]
+    client.replace_all(VOLUMEATTACHMENTS, va("a", "n1", "pv-a"), va("other", "n2", "pv-x"))
 
     # Nothing to drain, but the taint is brand new: wait out the minimum drain time.
     result = await controller.reconcile("n1")
@@ -345,7 +288,7 @@ async def test_min_drain_time_then_volumes_then_instance() -> None:
     assert result.requeue_after == 1.0
     assert cloud.deleted == []
 
-    client.attachments = [va("other", "n2", "pv-x")]
+    client.replace_all(VOLUMEATTACHMENTS, va("other", "n2", "pv-x"))
     result = await controller.reconcile("n1")
     assert cond(cluster, "VolumesDetached") == ("True", "VolumesDetached")
     assert cloud.deleted == ["fake://n1"]
@@ -354,10 +297,11 @@ async def test_min_drain_time_then_volumes_then_instance() -> None:
     assert result.requeue_after == 5.0
 
     # Decided: the next pass does not list attachments again; the instance is gone -> release.
-    lists = sum(1 for c in client.calls if c[0] == "list")
+    lists = sum(1 for c in requests(client) if c[0] == "list")
     assert await controller.reconcile("n1") is None
-    assert sum(1 for c in client.calls if c[0] == "list") == lists
-    assert "n1" not in client.nodes
+    assert sum(1 for c in requests(client) if c[0] == "list") == lists
+    assert not client.has(NODES, "n1")
+    guarded_status_patches(client)
 
 
 async def test_a_pod_bound_during_the_minimum_drain_time_is_drained() -> None:
@@ -379,7 +323,7 @@ async def test_the_grace_period_cuts_the_volume_wait_short() -> None:
     controller, client, cloud, _recorder, cluster = setup(
         clock, deadline=NOW + timedelta(seconds=8)
     )
-    client.attachments = [va("a", "n1", "pv-a")]
+    client.replace_all(VOLUMEATTACHMENTS, va("a", "n1", "pv-a"))
     await controller.reconcile("n1")
     clock.step(5)
     result = await controller.reconcile("n1")
@@ -399,8 +343,11 @@ async def test_attachments_of_staying_pods_do_not_block() -> None:
     clock = FakeClock(NOW)
     controller, client, cloud, _, cluster = setup(clock)
     cluster.upsert_pod(mk_pod("agent", claims=("agent-data", "missing"), tolerate=True))
-    client.pvcs[("ns", "agent-data")] = {"spec": {"volumeName": "pv-agent"}}
-    client.attachments = [va("a", "n1", "pv-agent")]
+    client.put(
+        PERSISTENTVOLUMECLAIMS,
+        {"metadata": {"name": "agent-data", "namespace": "ns"}, "spec": {"volumeName": "pv-agent"}},
+    )
+    client.replace_all(VOLUMEATTACHMENTS, va("a", "n1", "pv-agent"))
     await controller.reconcile("n1")
     clock.step(5)
     await controller.reconcile("n1")
@@ -409,13 +356,13 @@ async def test_attachments_of_staying_pods_do_not_block() -> None:
 
 
 async def test_pending_attachments_skip_claim_reads_when_nothing_is_attached() -> None:
-    client = FakeClient(Cluster())
-    client.attachments = [va("x", "n2", "pv-x")]
+    client = FakeKube()
+    client.replace_all(VOLUMEATTACHMENTS, va("x", "n2", "pv-x"))
     pods = [mk_pod("agent", claims=("agent-data",), tolerate=True)]
-    assert await pending_volume_attachments(cast(Any, client), pods, "n1", NOW) == []
-    assert client.calls == [("list", "volumeattachments", "")]
+    assert await pending_volume_attachments(client, pods, "n1", NOW) == []
+    assert requests(client) == [("list", "volumeattachments", "")]
 
-    client.attachments.append(va("y", "n1", "pv-y"))
-    pending = await pending_volume_attachments(cast(Any, client), pods, "n1", NOW)
+    client.put(VOLUMEATTACHMENTS, va("y", "n1", "pv-y"))
+    pending = await pending_volume_attachments(client, pods, "n1", NOW)
     assert [v["metadata"]["name"] for v in pending] == ["y"]
-    assert ("get", "persistentvolumeclaims", "agent-data") in client.calls
+    assert ("get", "persistentvolumeclaims", "agent-data") in requests(client)

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.kube.errors import AlreadyExistsError, ForbiddenError
 from karpenter_py.kube.events import EventRecorder, object_ref
+from tests.unit.fakes import FakeKube
 
 
-class FakeWriter:
-    def __init__(self, *failures: Exception) -> None:
-        self.failures = list(failures)
-        self.created: list[dict[str, Any]] = []
-
-    async def create_event(
-        self, event: dict[str, Any], *, namespace: str | None = None
-    ) -> dict[str, Any]:
-        if self.failures:
-            raise self.failures.pop(0)
-        self.created.append(event)
-        return event
+def fake_writer(*failures: Exception) -> FakeKube:
+    """An API whose next event creations fail with ``failures``, in order."""
+    client = FakeKube()
+    client.fail("create", "*", *failures)
+    return client
 
 
 NODE = object_ref("v1", "Node", "n1", uid="u1")
@@ -30,7 +23,7 @@ POD = object_ref("v1", "Pod", "p1", namespace="ns", uid="u2")
 
 async def test_events_are_deduplicated_within_the_window() -> None:
     clock = FakeClock()
-    writer = FakeWriter()
+    writer = fake_writer()
     rec = EventRecorder(writer, clock=clock, dedupe_window=120)
     rec.record(NODE, "FailedDraining", "pdb", event_type="Warning")
     rec.record(NODE, "FailedDraining", "pdb", event_type="Warning")  # skipped
@@ -43,14 +36,14 @@ async def test_events_are_deduplicated_within_the_window() -> None:
     assert rec.pending == 5
     assert rec.suppressed == 2
     await rec.flush()
-    assert [e["message"] for e in writer.created] == [
+    assert [e["message"] for e in writer.events] == [
         "pdb",
         "other message",
         "Evicted pod",
         "3 pods",
         "pdb",
     ]
-    first = writer.created[0]
+    first = writer.events[0]
     assert first["type"] == "Warning"
     assert first["metadata"]["namespace"] == "default"  # cluster-scoped objects' events
     assert first["involvedObject"] == {
@@ -59,12 +52,12 @@ async def test_events_are_deduplicated_within_the_window() -> None:
         "name": "n1",
         "uid": "u1",
     }
-    assert writer.created[2]["metadata"]["namespace"] == "ns"
+    assert writer.events[2]["metadata"]["namespace"] == "ns"
     assert first["source"] == {"component": "karpenter"}
 
 
 async def test_run_publishes_and_failures_are_logged_not_raised() -> None:
-    writer = FakeWriter(ForbiddenError(status=403), AlreadyExistsError(status=409))
+    writer = fake_writer(ForbiddenError(status=403), AlreadyExistsError(status=409))
     rec = EventRecorder(writer, clock=FakeClock())
     async with asyncio.TaskGroup() as tg:
         task = tg.create_task(rec.run())
@@ -77,11 +70,11 @@ async def test_run_publishes_and_failures_are_logged_not_raised() -> None:
                 await asyncio.sleep(0.01)
         task.cancel()
     assert rec.failed == 1
-    assert [e["reason"] for e in writer.created] == ["B"]
+    assert [e["reason"] for e in writer.events] == ["B"]
 
 
 def test_queue_is_bounded() -> None:
-    rec = EventRecorder(FakeWriter(), clock=FakeClock(), max_pending=3)
+    rec = EventRecorder(fake_writer(), clock=FakeClock(), max_pending=3)
     for i in range(5):
         rec.record(NODE, "R", f"m{i}")
     assert (rec.pending, rec.dropped) == (3, 2)

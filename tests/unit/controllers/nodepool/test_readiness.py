@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -21,14 +21,15 @@ from karpenter_py.controllers.nodepool.readiness import (
     updated_conditions,
     validation_message,
 )
-from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.resources import NODECLAIMS
+from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS
 from karpenter_py.launcher.persist import nodepool_hash
 from karpenter_py.model.api.meta import Condition
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import NodePoolSink
+from tests import factories
+from tests.unit.fakes import FakeKube, wire
 
 GROUP, KIND = "karpenter.kwok.sh", "KWOKNodeClass"
 REF = (GROUP, KIND, "default")
@@ -273,21 +274,12 @@ DRIFTED = {
 def claim(
     name: str, *, pool: str = "pool", annotations: dict[str, str], drifted: bool = False
 ) -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodeClaim",
-            "metadata": {
-                "name": name,
-                "labels": {"karpenter.sh/nodepool": pool},
-                "annotations": annotations,
-            },
-            "spec": {
-                "nodeClassRef": {"group": GROUP, "kind": KIND, "name": "default"},
-                "requirements": [],
-            },
-            "status": {"conditions": [DRIFTED] if drifted else []},
-        }
+    return factories.nodeclaim(
+        name,
+        pool=pool,
+        annotations=annotations,
+        node_class_ref={"group": GROUP, "kind": KIND, "name": "default"},
+        conditions=[DRIFTED] if drifted else [],
     )
 
 
@@ -329,49 +321,23 @@ def test_validation_message_is_compact() -> None:
 # ----------------------------------------------------------------------------- reconciler
 
 
-class FakeClient:
-    """Stores raw NodePools; records patches; applies merge patches shallowly enough for us.
-    NodeClaim patches are only recorded, apart (``claim_patches``)."""
+def fake_kube(*raws: dict[str, Any]) -> FakeKube:
+    """The API holding these raw NodePools."""
+    return FakeKube(*((NODEPOOLS, raw) for raw in raws))
 
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.objs = {o["metadata"]["name"]: o for o in objs}
-        self.patches: list[tuple[str, str | None, dict[str, Any]]] = []
-        self.claim_patches: list[tuple[str, dict[str, Any]]] = []
-        self.gets: list[str] = []
 
-    async def get(self, resource: Any, name: str, **_: Any) -> dict[str, Any]:
-        self.gets.append(name)
-        if name not in self.objs:
-            raise NotFoundError(status=404, verb="get", name=name)
-        return self.objs[name]
+def pool_patches(client: FakeKube) -> list[tuple[str, str | None, Any]]:
+    """(name, subresource, patch) of every NodePool patch that landed."""
+    return [(c.name, c.subresource, c.body) for c in client.calls_of("patch", NODEPOOLS, ok=True)]
 
-    async def patch(
-        self,
-        resource: Any,
-        name: str,
-        patch: dict[str, Any],
-        *,
-        subresource: str | None = None,
-        **_: Any,
-    ) -> dict[str, Any]:
-        if resource is NODECLAIMS:
-            if name == "gone":
-                raise NotFoundError(status=404, verb="patch", name=name)
-            self.claim_patches.append((name, patch))
-            return {}
-        if name not in self.objs:
-            raise NotFoundError(status=404, verb="patch", name=name)
-        self.patches.append((name, subresource, patch))
-        obj = self.objs[name]
-        meta = obj["metadata"]
-        meta["annotations"] = {
-            **meta.get("annotations", {}),
-            **patch.get("metadata", {}).get("annotations", {}),
-        }
-        if "status" in patch:
-            obj["status"] = {**obj.get("status", {}), **patch["status"]}
-        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
-        return obj
+
+def claim_patches(client: FakeKube) -> list[tuple[str, Any]]:
+    """(name, patch) of every NodeClaim patch that landed."""
+    return [(c.name, c.body) for c in client.calls_of("patch", NODECLAIMS, ok=True)]
+
+
+def gets(client: FakeKube) -> list[str]:
+    return [c.name for c in client.calls_of("get")]
 
 
 def synced_cluster() -> Cluster:
@@ -381,21 +347,21 @@ def synced_cluster() -> Cluster:
     return cluster
 
 
-def controller(client: FakeClient, cluster: Cluster, clock: FakeClock) -> NodePoolReadiness:
-    return NodePoolReadiness(cast(Any, client), cluster, clock=clock)
+def controller(client: FakeKube, cluster: Cluster, clock: FakeClock) -> NodePoolReadiness:
+    return NodePoolReadiness(client, cluster, clock=clock)
 
 
 async def test_reconcile_writes_hash_then_conditions_once() -> None:
     clock, cluster = FakeClock(), synced_cluster()
     raw = raw_pool()
-    client = FakeClient(raw)
+    client = fake_kube(raw)
     cluster.upsert_nodepool(NodePool.model_validate(raw))
     cluster.upsert_nodeclass(REF, True)
     ctrl = controller(client, cluster, clock)
 
     await ctrl.reconcile("pool")
-    assert [(n, s) for n, s, _ in client.patches] == [("pool", None), ("pool", "status")]
-    meta_patch, status_patch = client.patches[0][2], client.patches[1][2]
+    assert [(n, s) for n, s, _ in pool_patches(client)] == [("pool", None), ("pool", "status")]
+    meta_patch, status_patch = pool_patches(client)[0][2], pool_patches(client)[1][2]
     assert set(meta_patch["metadata"]["annotations"]) == {
         "karpenter.sh/nodepool-hash",
         "karpenter.sh/nodepool-hash-version",
@@ -411,19 +377,21 @@ async def test_reconcile_writes_hash_then_conditions_once() -> None:
     }
     assert conds["Ready"]["observedGeneration"] == 3
     assert conds["Ready"]["message"] == ""
-    assert raw["status"]["nodes"] == 2  # the counter's field is untouched
+    assert (
+        client.stored(NODEPOOLS, "pool")["status"]["nodes"] == 2
+    )  # the counter's field is untouched
 
     # The watch delivers the written object: nothing more to do.
-    cluster.upsert_nodepool(NodePool.model_validate(raw))
-    client.patches.clear()
+    cluster.upsert_nodepool(NodePool.model_validate(client.stored(NODEPOOLS, "pool")))
+    client.calls.clear()
     await ctrl.reconcile("pool")
-    assert client.patches == []
+    assert pool_patches(client) == []
 
 
 async def test_old_hash_version_moves_the_pools_nodeclaims_first() -> None:
     clock, cluster = FakeClock(), synced_cluster()
     raw = raw_pool(annotations={HASH: "12345", VERSION: "v2"})
-    client = FakeClient(raw)
+    client = fake_kube(raw)
     np = NodePool.model_validate(raw)
     h = nodepool_hash(np)
     cluster.upsert_nodepool(np)
@@ -437,42 +405,43 @@ async def test_old_hash_version_moves_the_pools_nodeclaims_first() -> None:
         claim("gone", annotations={VERSION: "v1"}),  # deleted meanwhile: skipped
     ):
         cluster.upsert_nodeclaim(nc)
+        if nc.name != "gone":
+            client.put(NODECLAIMS, wire(nc))
     ctrl = controller(client, cluster, clock)
 
     await ctrl.reconcile("pool")
-    assert client.claim_patches == [
+    assert claim_patches(client) == [
         ("old", {"metadata": {"annotations": {VERSION: "v3", HASH: h}}}),
         ("old-drifted", {"metadata": {"annotations": {VERSION: "v3"}}}),
         ("unversioned", {"metadata": {"annotations": {VERSION: "v3", HASH: h}}}),
     ]
     # Then the pool's own annotations (and its conditions).
-    assert client.patches[0] == (
+    assert pool_patches(client)[0] == (
         "pool",
         None,
         {"metadata": {"annotations": {HASH: h, VERSION: "v3"}}},
     )
-    assert [s for _, s, _ in client.patches] == [None, "status"]
+    assert [s for _, s, _ in pool_patches(client)] == [None, "status"]
 
     # The pool at the current version: its NodeClaims are not looked at again.
-    cluster.upsert_nodepool(NodePool.model_validate(raw))
-    client.claim_patches.clear()
-    client.patches.clear()
+    cluster.upsert_nodepool(NodePool.model_validate(client.stored(NODEPOOLS, "pool")))
+    client.calls.clear()
     await ctrl.reconcile("pool")
-    assert client.claim_patches == []
-    assert client.patches == []
+    assert claim_patches(client) == []
+    assert pool_patches(client) == []
 
 
 async def test_nodeclass_change_requeues_referencing_pools_and_flips_ready() -> None:
     clock, cluster = FakeClock(), synced_cluster()
     raws = [raw_pool("a", nodeclass="missing"), raw_pool("b"), raw_pool("c", nodeclass="missing")]
-    client = FakeClient(*raws)
+    client = fake_kube(*raws)
     for raw in raws:
         cluster.upsert_nodepool(NodePool.model_validate(raw))
     cluster.upsert_nodeclass(REF, True)
     ctrl = controller(client, cluster, clock)
 
     await ctrl.reconcile("a")
-    conds = {c["type"]: c for c in client.objs["a"]["status"]["conditions"]}
+    conds = {c["type"]: c for c in client.stored(NODEPOOLS, "a")["status"]["conditions"]}
     assert (conds["NodeClassReady"]["status"], conds["NodeClassReady"]["reason"]) == (
         "False",
         "NodeClassNotFound",
@@ -481,7 +450,7 @@ async def test_nodeclass_change_requeues_referencing_pools_and_flips_ready() -> 
         "False",
         "NodeClassReady=False",
     )
-    cluster.upsert_nodepool(NodePool.model_validate(client.objs["a"]))
+    cluster.upsert_nodepool(NodePool.model_validate(client.stored(NODEPOOLS, "a")))
 
     nodeclass = {
         "apiVersion": "karpenter.kwok.sh/v1alpha1",
@@ -498,7 +467,7 @@ async def test_nodeclass_change_requeues_referencing_pools_and_flips_ready() -> 
 
     clock.step(60)
     await ctrl.reconcile("a")
-    conds = {c["type"]: c for c in client.objs["a"]["status"]["conditions"]}
+    conds = {c["type"]: c for c in client.stored(NODEPOOLS, "a")["status"]["conditions"]}
     assert conds["Ready"]["status"] == "True"
     assert conds["Ready"]["lastTransitionTime"] == "2026-01-01T00:01:00Z"
     assert conds["ValidationSucceeded"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
@@ -518,7 +487,7 @@ async def test_invalid_nodepool_gets_validation_failed_from_the_raw_object() -> 
             }
         ],
     )
-    client = FakeClient(raw)
+    client = fake_kube(raw)
     NodePoolSink(cluster).upsert(raw)
     assert "pool" not in cluster.nodepools
     assert "nodepools/pool" in cluster.invalid
@@ -529,8 +498,8 @@ async def test_invalid_nodepool_gets_validation_failed_from_the_raw_object() -> 
     assert ctrl.queue.get_nowait() == "pool"
 
     await ctrl.reconcile("pool")
-    assert client.gets == ["pool"]
-    [(_, sub, patch)] = client.patches  # no hash: only the status
+    assert gets(client) == ["pool"]
+    [(_, sub, patch)] = pool_patches(client)  # no hash: only the status
     assert sub == "status"
     assert patch["metadata"] == {"resourceVersion": "100"}
     conds = {c["type"]: c for c in patch["status"]["conditions"]}
@@ -544,34 +513,34 @@ async def test_invalid_nodepool_gets_validation_failed_from_the_raw_object() -> 
         "ValidationSucceeded=False",
     )
 
-    client.patches.clear()
+    client.calls.clear()
     await ctrl.reconcile("pool")
-    assert client.patches == []  # unchanged: no write
+    assert pool_patches(client) == []  # unchanged: no write
 
 
 async def test_invalid_in_cache_but_fixed_or_gone_in_the_api_writes_nothing() -> None:
     clock, cluster = FakeClock(), synced_cluster()
     NodePoolSink(cluster).upsert(raw_pool(labels={"a/b/c": "x"}))
-    client = FakeClient(raw_pool())  # already fixed in the API
+    client = fake_kube(raw_pool())  # already fixed in the API
     ctrl = controller(client, cluster, clock)
     await ctrl.reconcile("pool")
-    assert client.patches == []
-    client.objs.clear()  # deleted
+    assert pool_patches(client) == []
+    client.objects.clear()  # deleted
     await ctrl.reconcile("pool")
-    assert client.patches == []
+    assert pool_patches(client) == []
 
 
 async def test_deleting_or_unknown_pools_are_left_alone() -> None:
     clock, cluster = FakeClock(), synced_cluster()
     raw = raw_pool()
     raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    client = FakeClient(raw)
+    client = fake_kube(raw)
     cluster.upsert_nodepool(NodePool.model_validate(raw))
     ctrl = controller(client, cluster, clock)
     await ctrl.reconcile("pool")
     await ctrl.reconcile("unknown")
-    assert client.patches == []
-    assert client.gets == []
+    assert pool_patches(client) == []
+    assert gets(client) == []
 
 
 class RecordingMetrics:
@@ -588,21 +557,21 @@ class RecordingMetrics:
 async def test_run_waits_for_sync_then_reconciles_with_metrics() -> None:
     clock, cluster = FakeClock(), Cluster()
     raw = raw_pool()
-    client = FakeClient(raw)
+    client = fake_kube(raw)
     cluster.upsert_nodepool(NodePool.model_validate(raw))
     metrics = RecordingMetrics()
-    ctrl = NodePoolReadiness(cast(Any, client), cluster, clock=clock, metrics=metrics)
+    ctrl = NodePoolReadiness(client, cluster, clock=clock, metrics=metrics)
     ctrl.on_nodepool(raw)
     async with asyncio.TaskGroup() as tg:
         task = tg.create_task(ctrl.run())
         await asyncio.sleep(0.3)
-        assert client.patches == []  # not synced: no decisions
+        assert pool_patches(client) == []  # not synced: no decisions
         for kind in ("nodes", "nodeclaims", "pods", "nodepools", "daemonsets", "nodeclasses"):
             cluster.mark_synced(kind)
         for _ in range(50):
-            if len(client.patches) == 2:
+            if len(pool_patches(client)) == 2:
                 break
             await asyncio.sleep(0.05)
         task.cancel()
-    assert [s for _, s, _ in client.patches] == [None, "status"]
+    assert [s for _, s, _ in pool_patches(client)] == [None, "status"]
     assert ("nodepool.readiness", "success") in metrics.reconciles

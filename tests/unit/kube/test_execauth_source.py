@@ -13,7 +13,7 @@ import pytest
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.kube import ConfigError, KubeError, TransportError, load_config
 from karpenter_py.kube.execauth import ExecPluginError, ExecTokenSource
-from tests.unit.kube_exec.fakeplugin import T0, Plugin, exec_stanza, make_plugin, write_kubeconfig
+from tests.unit.kube.fakeplugin import T0, Plugin, exec_stanza, make_plugin, write_kubeconfig
 
 EXPIRY = "2026-01-01T00:15:00Z"  # T0 + 15 min, like `aws eks get-token`
 V1 = "client.authentication.k8s.io/v1"

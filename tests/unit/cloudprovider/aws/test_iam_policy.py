@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 POLICY = REPO / "manifests" / "aws" / "controller-iam-policy.json"
 SOURCE = REPO / "karpenter_py" / "cloudprovider" / "aws"
 SERVICES = {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 from typing import Any
 
 import pytest
@@ -13,12 +12,12 @@ from karpenter_py.cloudprovider.errors import (
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
-from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
 from karpenter_py.launcher.launch import Launcher, LaunchStatus, UnavailableOfferings
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
 from karpenter_py.obs.metrics import Metrics
+from tests import factories
+from tests.unit.fakes import FakeCloudProvider
 
 
 def claim(uid: str = "uid-1", *, pinned: bool = True) -> NodeClaim:
@@ -28,83 +27,45 @@ def claim(uid: str = "uid-1", *, pinned: bool = True) -> NodeClaim:
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
         ]
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": f"nc-{uid}", "uid": uid},
-            "spec": {
-                "nodeClassRef": {"group": "g", "kind": "K", "name": "d"},
-                "requirements": reqs,
-            },
-        }
-    )
+    return factories.nodeclaim(f"nc-{uid}", uid=uid, launched=False, requirements=reqs)
 
 
-class FakeCloud:
-    name = "fake"
-
-    def __init__(self, *errors: Exception) -> None:
-        self.errors = list(errors)
-        self.calls = 0
-
-    async def create(self, nodeclaim: NodeClaim) -> NodeClaim:
-        self.calls += 1
-        if self.errors:
-            raise self.errors.pop(0)
-        out = nodeclaim.model_copy(deep=True)
-        out.status.provider_id = f"fake://{nodeclaim.name}"
-        return out
-
-    async def delete(self, nodeclaim: NodeClaim) -> None:
-        raise NotImplementedError
-
-    async def get(self, provider_id: str) -> NodeClaim:
-        raise NotImplementedError
-
-    async def list(self) -> builtins.list[NodeClaim]:
-        return []
-
-    async def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
-        return []
-
-    async def is_drifted(self, nodeclaim: NodeClaim) -> str:
-        return ""
-
-    def repair_policies(self) -> builtins.list[RepairPolicy]:
-        return []
-
-    def supported_node_classes(self) -> builtins.list[NodeClassRef]:
-        return []
+def fake_cloud(*errors: Exception) -> FakeCloudProvider:
+    """A provider whose next creates fail with ``errors``, in order."""
+    cloud = FakeCloudProvider()
+    cloud.fail("create", *errors)
+    return cloud
 
 
-def launcher(cloud: Any, clock: FakeClock | None = None, **kw: Any) -> Launcher:
+def launcher(cloud: FakeCloudProvider, clock: FakeClock | None = None, **kw: Any) -> Launcher:
     return Launcher(cloud, clock=clock or FakeClock(), **kw)
 
 
 async def test_create_is_called_once_per_uid() -> None:
-    cloud = FakeCloud()
+    cloud = fake_cloud()
     lc = launcher(cloud)
     first = await lc.launch(claim("a"))
     again = await lc.launch(claim("a"))  # a reconcile on a stale cached copy
     assert first.status is again.status is LaunchStatus.LAUNCHED
     assert again.nodeclaim is not None
     assert again.nodeclaim.status.provider_id == "fake://nc-a"
-    assert cloud.calls == 1
+    assert len(cloud.create_calls) == 1
     await lc.launch(claim("b"))
-    assert cloud.calls == 2
+    assert len(cloud.create_calls) == 2
     lc.forget("a")  # the NodeClaim was deleted
     await lc.launch(claim("a"))
-    assert cloud.calls == 3
+    assert len(cloud.create_calls) == 3
 
 
 async def test_uid_is_required() -> None:
     with pytest.raises(ValueError, match="uid"):
-        await launcher(FakeCloud()).launch(claim(""))
+        await launcher(fake_cloud()).launch(claim(""))
 
 
 async def test_insufficient_capacity_deletes_and_marks_offerings() -> None:
     clock = FakeClock()
     named = InsufficientCapacityError("no", offerings=(("m", "z2", "on-demand"),))
-    lc = launcher(FakeCloud(named, InsufficientCapacityError("none named")), clock)
+    lc = launcher(fake_cloud(named, InsufficientCapacityError("none named")), clock)
     out = await lc.launch(claim("a"))
     assert (out.status, out.reason, out.event_reason) == (
         LaunchStatus.DELETE,
@@ -119,7 +80,7 @@ async def test_insufficient_capacity_deletes_and_marks_offerings() -> None:
 
 
 async def test_nodeclass_not_ready_deletes() -> None:
-    out = await launcher(FakeCloud(NodeClassNotReadyError("nc"))).launch(claim())
+    out = await launcher(fake_cloud(NodeClassNotReadyError("nc"))).launch(claim())
     assert (out.status, out.reason, out.event_reason) == (
         LaunchStatus.DELETE,
         "nodeclass_not_ready",
@@ -129,7 +90,7 @@ async def test_nodeclass_not_ready_deletes() -> None:
 
 async def test_other_errors_retry_with_backoff_then_succeed() -> None:
     metrics = Metrics()
-    cloud = FakeCloud(CreateError("quota", reason="QuotaExceeded"), RuntimeError("boom"))
+    cloud = fake_cloud(CreateError("quota", reason="QuotaExceeded"), RuntimeError("boom"))
     lc = launcher(cloud, metrics=metrics, retry_base=1.0, retry_max=60.0)
     first = await lc.launch(claim())
     assert (first.status, first.reason, first.retry_after) == (
@@ -145,7 +106,7 @@ async def test_other_errors_retry_with_backoff_then_succeed() -> None:
     )
     third = await lc.launch(claim())
     assert third.status is LaunchStatus.LAUNCHED
-    assert cloud.calls == 3
+    assert len(cloud.create_calls) == 3
     rendered = metrics.render()[0].decode()
     assert (
         'karpenter_cloudprovider_errors_total{controller="nodeclaim.lifecycle",error="CreateError",method="Create",provider="fake"} 1.0'
