@@ -17,6 +17,7 @@ from karpenter_py.model.labels import (
     RESOURCE_CPU,
     RESOURCE_MEMORY,
     RESOURCE_PODS,
+    TAINT_DISRUPTED_KEY,
 )
 from karpenter_py.model.quantity import Resources, parse_resources
 
@@ -106,6 +107,20 @@ class Taint:
     key: str
     effect: str
     value: str = ""
+
+
+# Disruption and termination put this on a Node before draining it; its value carries no meaning.
+DISRUPTED_TAINT: Final = Taint(key=TAINT_DISRUPTED_KEY, effect=EFFECT_NO_SCHEDULE)
+
+
+def is_disrupted_taint(taint: Taint | Mapping[str, object]) -> bool:
+    """Whether ``taint`` (a slim view or the API's JSON) is ``karpenter.sh/disrupted:NoSchedule``.
+
+    Key and effect decide; the value is ignored, and the same key with another effect is not it.
+    """
+    if isinstance(taint, Taint):
+        return taint.key == DISRUPTED_TAINT.key and taint.effect == DISRUPTED_TAINT.effect
+    return taint.get("key") == DISRUPTED_TAINT.key and taint.get("effect") == DISRUPTED_TAINT.effect
 
 
 @dataclass(frozen=True, slots=True)
