@@ -33,7 +33,7 @@ from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
 
 if TYPE_CHECKING:
-    from karpenter_py.cloudprovider.aws.catalog import NodeKnobs
+    from karpenter_py.cloudprovider.aws.instancetype_math import NodeKnobs
 
 
 class Solver(Protocol):
@@ -75,7 +75,7 @@ def load_solver() -> Solver:
 
 def load_builtin_catalog(knobs: NodeKnobs | None = None) -> Sequence[InstanceType]:
     """The built-in AWS catalog under ``knobs`` (the default EC2NodeClass when None)."""
-    from karpenter_py.cloudprovider.aws.catalog import builtin_aws_catalog
+    from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_catalog
 
     return builtin_aws_catalog(knobs)
 
@@ -136,7 +136,7 @@ def load_catalogs(manifests: Manifests, instance_types: str | None) -> PoolCatal
     """
     if instance_types is not None:
         return PoolCatalogs(tuple(load_catalog_file(instance_types)))
-    from karpenter_py.cloudprovider.aws.catalog import VM_MEMORY_OVERHEAD_PERCENT
+    from karpenter_py.cloudprovider.aws.instancetype_math import VM_MEMORY_OVERHEAD_PERCENT
     from karpenter_py.cloudprovider.aws.knobs import knobs_for
 
     by_pool: dict[str, tuple[InstanceType, ...]] = {}

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from karpenter_py.cloudprovider.aws.catalog import (
+from karpenter_py.cloudprovider.aws.instancetype_math import (
     DEFAULT_SPOT_DISCOUNT,
     DEFAULT_ZONES,
     Accelerator,

@@ -1,4 +1,8 @@
-"""The built-in AWS catalog: EC2 instance facts turned into ``InstanceType``s as upstream does.
+"""AWS instance-type arithmetic: EC2 instance facts turned into ``InstanceType``s as upstream does.
+
+The live provider (``instancetypes``), its pricing (``pricing``) and the EC2NodeClass knobs
+(``knobs``) all build on this module; the built-in catalog ``karpenter-py plan`` uses is the
+same arithmetic over the bundled facts (``builtin_aws_catalog``).
 
 Facts come from ``karpenter_py/data/aws-instance-types.json`` (written by
 ``scripts/gen_aws_catalog.py`` from moto's DescribeInstanceTypes data and a public on-demand
