@@ -82,7 +82,8 @@ def load_builtin_catalog(knobs: NodeKnobs | None = None) -> Sequence[InstanceTyp
 
 def load_catalog_file(file: str) -> list[InstanceType]:
     """Instance types from a KWOK-format JSON catalog file."""
-    from karpenter_py.model.catalog import CatalogError, instance_types_from_kwok_json
+    from karpenter_py.model.catalog import instance_types_from_kwok_json
+    from karpenter_py.model.fields import ParseError
 
     try:
         text = Path(file).read_text(encoding="utf-8")
@@ -100,7 +101,7 @@ def load_catalog_file(file: str) -> list[InstanceType]:
         ) from None
     try:
         types = instance_types_from_kwok_json(data, source="catalog")
-    except CatalogError as err:
+    except ParseError as err:
         raise PlanError(f"{file}: {err.path}: {err.problem}") from None
     if not types:
         raise PlanError(f"{file}: the catalog lists no instance types")
