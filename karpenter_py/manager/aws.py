@@ -13,7 +13,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from karpenter_py.aio.clock import Clock, RealClock
+from karpenter_py.aio.clock import RealClock
 from karpenter_py.cloudprovider.aws.clients import (
     AwsClients,
     AwsConfigError,
@@ -49,7 +49,7 @@ class AwsStack:
 
 @contextlib.asynccontextmanager
 async def open_aws(
-    settings: Settings, *, endpoint_url: str | None = None, clock: Clock | None = None
+    settings: Settings, *, endpoint_url: str | None = None
 ) -> AsyncIterator[AwsStack]:
     """Open clients and build the provider; ``SettingsError`` for an unusable environment."""
     try:
@@ -92,7 +92,7 @@ async def open_aws(
             launch_templates,
             on_unavailable=lambda offerings: failed[0].offerings_failed(offerings),
         )
-        offerings = UnavailableOfferings(clock=clock or RealClock())
+        offerings = UnavailableOfferings(clock=RealClock())
         provider = AwsCloudProvider(
             cluster, nodeclasses, instance_types, instances, offerings=offerings
         )
