@@ -70,7 +70,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # for tests.factories (benchmarks run as a script)
 
-from karpenter_py.cloudprovider.aws.catalog import builtin_aws_instance_types  # noqa: E402
+from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_instance_types  # noqa: E402
 from karpenter_py.controllers.disruption.context import PassContext  # noqa: E402
 from karpenter_py.controllers.disruption.decide import (  # noqa: E402
     Facts,

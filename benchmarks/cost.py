@@ -79,7 +79,7 @@ if __package__ in (None, ""):  # run as a script: the repo root holds benchmarks
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.scheduling import diverse_pods
-from karpenter_py.cloudprovider.aws.catalog import builtin_aws_instance_types
+from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_instance_types
 from karpenter_py.model.catalog import (
     instance_types_from_kwok_json,
     kwok_catalog,

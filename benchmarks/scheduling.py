@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import FakeClock
-from karpenter_py.cloudprovider.aws.catalog import builtin_aws_instance_types
+from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_instance_types
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.controllers.provisioning.provisioner import Provisioner, RoundResult
 from karpenter_py.model.api.nodepool import NodePool

@@ -106,7 +106,8 @@ from karpenter_py.model.api.nodeclaim import (
     NodeClaim,
 )
 from karpenter_py.model.api.nodepool import NodePool
-from karpenter_py.model.core import Node, ParseError, Pod
+from karpenter_py.model.core import Node, Pod
+from karpenter_py.model.fields import ParseError
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import (
     ANNOTATION_NODEPOOL_HASH,
@@ -209,7 +210,7 @@ def read_pdb(doc: JSON, source: Source, pods: Sequence[Pod]) -> PodDisruptionBud
         covered = [p for p in pods if pdb.covers(p)]
         return replace(pdb, disruptions_allowed=computed_disruptions_allowed(spec, covered))
     except ParseError as err:
-        raise source.error(err.message, err.path) from None
+        raise source.error(err.problem, err.path) from None
 
 
 # ----------------------------------------------------------------------------- NodeClaims

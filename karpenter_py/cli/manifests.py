@@ -85,7 +85,6 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import (
     Node,
     OwnerRef,
-    ParseError,
     Pod,
     Taint,
     label_selector_from_dict,
@@ -93,6 +92,14 @@ from karpenter_py.model.core import (
     normalize_label,
     pod_from_dict,
     pod_from_parts,
+)
+from karpenter_py.model.fields import (
+    ParseError,
+    json_int,
+    json_list,
+    json_object,
+    json_str,
+    string_map,
 )
 from karpenter_py.model.labels import AWS_GROUP, LABEL_NODEPOOL
 from karpenter_py.model.quantity import parse_resources
@@ -345,42 +352,6 @@ def documents(file: str, text: str) -> Iterator[tuple[int, object]]:
         yield index, doc
 
 
-# ----------------------------------------------------------------------------- small JSON helpers
-
-
-def _obj(value: object, path: str) -> JSON:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ParseError(path, f"expected an object, got {type(value).__name__}")
-    return cast(JSON, value)
-
-
-def _str(value: object, path: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ParseError(path, f"expected a string, got {value!r}")
-    return value
-
-
-def label_map(value: object, path: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, val in _obj(value, path).items():
-        out[key] = _str(val, f"{path}.{key}")
-    return out
-
-
-def _count(value: object, path: str, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParseError(path, f"expected an integer, got {value!r}")
-    if value < 0:
-        raise ParseError(path, f"must be greater than or equal to 0, got {value}")
-    return value
-
-
 def _safe_hash(value: object) -> str:
     """A short deterministic hash in the shape of the controllers' pod-template-hash."""
     digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).digest()
@@ -502,12 +473,12 @@ def _read_pod(col: _Collector, doc: JSON, source: Source) -> None:
 
 def _template(doc: JSON) -> tuple[JSON, JSON]:
     """(template metadata, template spec) of a workload, with the basic shape checked."""
-    spec = _obj(doc.get("spec"), "spec")
+    spec = json_object(doc.get("spec"), "spec")
     if "template" not in spec:
         raise ParseError("spec.template", "a pod template is required")
-    template = _obj(spec.get("template"), "spec.template")
-    tmeta = _obj(template.get("metadata"), "spec.template.metadata")
-    tspec = _obj(template.get("spec"), "spec.template.spec")
+    template = json_object(spec.get("template"), "spec.template")
+    tmeta = json_object(template.get("metadata"), "spec.template.metadata")
+    tspec = json_object(template.get("spec"), "spec.template.spec")
     containers = tspec.get("containers")
     if not isinstance(containers, list) or not containers:
         raise ParseError("spec.template.spec.containers", "at least one container is required")
@@ -524,14 +495,14 @@ def _check_selector(spec: JSON, labels: Mapping[str, str]) -> None:
 
 def _replicas(kind: str, spec: JSON) -> int:
     if kind != "Job":
-        return _count(spec.get("replicas"), "spec.replicas", 1)
+        return json_int(spec.get("replicas"), "spec.replicas", 1, minimum=0)
     if spec.get("suspend") is True:
         return 0
-    parallelism = _count(spec.get("parallelism"), "spec.parallelism", 1)
+    parallelism = json_int(spec.get("parallelism"), "spec.parallelism", 1, minimum=0)
     completions = spec.get("completions")
     if completions is None:
         return parallelism
-    return min(parallelism, _count(completions, "spec.completions", 1))
+    return min(parallelism, json_int(completions, "spec.completions", 1, minimum=0))
 
 
 def _template_pod(doc: JSON, name: str, namespace: str) -> Pod:
@@ -545,12 +516,12 @@ def _template_pod(doc: JSON, name: str, namespace: str) -> Pod:
 
 def _read_workload(col: _Collector, doc: JSON, source: Source) -> None:
     kind = source.kind
-    meta = _obj(doc.get("metadata"), "metadata")
-    spec = _obj(doc.get("spec"), "spec")
-    name = _str(meta.get("name"), "metadata.name")
+    meta = json_object(doc.get("metadata"), "metadata")
+    spec = json_object(doc.get("spec"), "spec")
+    name = json_str(meta.get("name"), "metadata.name")
     if not name:
         raise ParseError("metadata.name", "name is required")
-    namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
+    namespace = json_str(meta.get("namespace"), "metadata.namespace") or "default"
     base = _template_pod(doc, name, namespace)
     _check_selector(spec, base.labels)
     count = _replicas(kind, spec)
@@ -586,38 +557,39 @@ def _claim_templates(spec: JSON) -> list[tuple[str, str | None]]:
     """(name, storageClassName) of each of a StatefulSet's volumeClaimTemplates."""
     out: list[tuple[str, str | None]] = []
     path = "spec.volumeClaimTemplates"
-    raw = spec.get("volumeClaimTemplates")
-    if raw is not None and not isinstance(raw, list):
-        raise ParseError(path, f"expected a list, got {type(raw).__name__}")
-    for i, t in enumerate(raw or []):
-        tmeta = _obj(_obj(t, f"{path}[{i}]").get("metadata"), f"{path}[{i}].metadata")
-        tname = _str(tmeta.get("name"), f"{path}[{i}].metadata.name")
+    for i, t in enumerate(json_list(spec.get("volumeClaimTemplates"), path)):
+        tmeta = json_object(json_object(t, f"{path}[{i}]").get("metadata"), f"{path}[{i}].metadata")
+        tname = json_str(tmeta.get("name"), f"{path}[{i}].metadata.name")
         if not tname:
             raise ParseError(f"{path}[{i}].metadata.name", "name is required")
-        sc = _obj(_obj(t, f"{path}[{i}]").get("spec"), f"{path}[{i}].spec").get("storageClassName")
-        out.append((tname, None if sc is None else _str(sc, f"{path}[{i}].spec.storageClassName")))
+        sc = json_object(json_object(t, f"{path}[{i}]").get("spec"), f"{path}[{i}].spec").get(
+            "storageClassName"
+        )
+        out.append(
+            (tname, None if sc is None else json_str(sc, f"{path}[{i}].spec.storageClassName"))
+        )
     return out
 
 
 def _read_daemonset(col: _Collector, doc: JSON, source: Source) -> None:
-    meta = _obj(doc.get("metadata"), "metadata")
-    name = _str(meta.get("name"), "metadata.name")
+    meta = json_object(doc.get("metadata"), "metadata")
+    name = json_str(meta.get("name"), "metadata.name")
     if not name:
         raise ParseError("metadata.name", "name is required")
-    namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
+    namespace = json_str(meta.get("namespace"), "metadata.namespace") or "default"
     pod = _template_pod(doc, name, namespace)
-    _check_selector(_obj(doc.get("spec"), "spec"), pod.labels)
+    _check_selector(json_object(doc.get("spec"), "spec"), pod.labels)
     owner = OwnerRef(kind="DaemonSet", name=name, controller=True)
     col.daemonsets.append(dataclasses.replace(pod, owners=(owner,)))
 
 
 def _read_namespace(col: _Collector, doc: JSON, source: Source) -> None:
     del source
-    meta = _obj(doc.get("metadata"), "metadata")
-    name = _str(meta.get("name"), "metadata.name")
+    meta = json_object(doc.get("metadata"), "metadata")
+    name = json_str(meta.get("name"), "metadata.name")
     if not name:
         raise ParseError("metadata.name", "name is required")
-    labels = label_map(meta.get("labels"), "metadata.labels")
+    labels = string_map(meta.get("labels"), "metadata.labels")
     labels[LABEL_NAMESPACE_NAME] = name
     col.namespaces[name] = labels
 
@@ -844,7 +816,7 @@ def _read_kind(col: _Collector, doc: JSON, source: Source) -> None:
     try:
         _READERS[source.kind](col, doc, source)
     except ParseError as err:
-        raise source.error(err.message, err.path) from None
+        raise source.error(err.problem, err.path) from None
 
 
 _V1BETA1_MODELS: Final[Mapping[str, Mapping[str, type[BaseModel]]]] = {

@@ -33,7 +33,7 @@ from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
 
 if TYPE_CHECKING:
-    from karpenter_py.cloudprovider.aws.catalog import NodeKnobs
+    from karpenter_py.cloudprovider.aws.instancetype_math import NodeKnobs
 
 
 class Solver(Protocol):
@@ -75,14 +75,15 @@ def load_solver() -> Solver:
 
 def load_builtin_catalog(knobs: NodeKnobs | None = None) -> Sequence[InstanceType]:
     """The built-in AWS catalog under ``knobs`` (the default EC2NodeClass when None)."""
-    from karpenter_py.cloudprovider.aws.catalog import builtin_aws_catalog
+    from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_catalog
 
     return builtin_aws_catalog(knobs)
 
 
 def load_catalog_file(file: str) -> list[InstanceType]:
     """Instance types from a KWOK-format JSON catalog file."""
-    from karpenter_py.model.catalog import CatalogError, instance_types_from_kwok_json
+    from karpenter_py.model.catalog import instance_types_from_kwok_json
+    from karpenter_py.model.fields import ParseError
 
     try:
         text = Path(file).read_text(encoding="utf-8")
@@ -100,7 +101,7 @@ def load_catalog_file(file: str) -> list[InstanceType]:
         ) from None
     try:
         types = instance_types_from_kwok_json(data, source="catalog")
-    except CatalogError as err:
+    except ParseError as err:
         raise PlanError(f"{file}: {err.path}: {err.problem}") from None
     if not types:
         raise PlanError(f"{file}: the catalog lists no instance types")
@@ -136,7 +137,7 @@ def load_catalogs(manifests: Manifests, instance_types: str | None) -> PoolCatal
     """
     if instance_types is not None:
         return PoolCatalogs(tuple(load_catalog_file(instance_types)))
-    from karpenter_py.cloudprovider.aws.catalog import VM_MEMORY_OVERHEAD_PERCENT
+    from karpenter_py.cloudprovider.aws.instancetype_math import VM_MEMORY_OVERHEAD_PERCENT
     from karpenter_py.cloudprovider.aws.knobs import knobs_for
 
     by_pool: dict[str, tuple[InstanceType, ...]] = {}

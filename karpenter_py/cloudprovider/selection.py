@@ -9,8 +9,9 @@ kwok's pick both want.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import SelectorRequirement
@@ -22,6 +23,15 @@ from karpenter_py.scheduling.requirements import Requirements, intersects
 
 # (instance type, zone, capacity type) -> recently failed with insufficient capacity
 Unavailable = Callable[[str, str, str], bool]
+
+
+class OfferingCache(Protocol):
+    """The insufficient-capacity cache a provider reads and feeds (the launcher's
+    ``UnavailableOfferings``): offerings are (instance type, zone, capacity type)."""
+
+    def is_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> bool: ...
+
+    def mark_all(self, offerings: Iterable[tuple[str, str, str]]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,11 +160,13 @@ class App:
             )
         )
         self.recorder = EventRecorder(client, clock=self.clock)
-        self.launcher = Launcher(self.cloud, clock=self.clock, metrics=self.metrics)
-        if aws is not None:
-            # The provider skips offerings that just failed, as the solver does.
-            aws.provider.unavailable = self.launcher.unavailable.is_unavailable
-            aws.provider.mark_unavailable = self.launcher.unavailable.mark_all
+        # With AWS the launcher shares the cache the provider was built with.
+        self.launcher = Launcher(
+            self.cloud,
+            clock=self.clock,
+            unavailable=aws.offerings if aws is not None else None,
+            metrics=self.metrics,
+        )
         self.scheduling_metrics = SchedulingMetrics(self.metrics, self.cluster, self.clock)
         self.batcher: Batcher[str] = Batcher(
             idle=settings.batch_idle_duration, max_window=settings.batch_max_duration

@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from karpenter_py.aio.clock import RealClock
 from karpenter_py.cloudprovider.aws.clients import (
     AwsClients,
     AwsConfigError,
@@ -25,6 +26,7 @@ from karpenter_py.cloudprovider.aws.launchtemplates import LaunchTemplateProvide
 from karpenter_py.cloudprovider.aws.pricing import PricingProvider
 from karpenter_py.cloudprovider.aws.provider import AwsCloudProvider, NodeClassStore
 from karpenter_py.cloudprovider.aws.sqs import InterruptionQueue, QueueError
+from karpenter_py.launcher.launch import UnavailableOfferings
 from karpenter_py.manager.settings import Settings, SettingsError
 
 log = logging.getLogger("karpenter.manager.aws")
@@ -41,6 +43,8 @@ class AwsStack:
     instances: InstanceProvider
     provider: AwsCloudProvider
     queue: InterruptionQueue | None
+    # The insufficient-capacity cache the provider was built with; the launcher shares it.
+    offerings: UnavailableOfferings
 
 
 @contextlib.asynccontextmanager
@@ -88,7 +92,10 @@ async def open_aws(
             launch_templates,
             on_unavailable=lambda offerings: failed[0].offerings_failed(offerings),
         )
-        provider = AwsCloudProvider(cluster, nodeclasses, instance_types, instances)
+        offerings = UnavailableOfferings(clock=RealClock())
+        provider = AwsCloudProvider(
+            cluster, nodeclasses, instance_types, instances, offerings=offerings
+        )
         failed.append(provider)
         log.info(
             "aws provider ready",
@@ -109,4 +116,5 @@ async def open_aws(
             instances=instances,
             provider=provider,
             queue=queue,
+            offerings=offerings,
         )

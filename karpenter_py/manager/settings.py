@@ -32,6 +32,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from karpenter_py.model.api.common import parse_duration
+
 SERVICE_ACCOUNT_NAMESPACE_FILE: Final = Path(
     "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
@@ -106,42 +108,15 @@ def parse_feature_gates(text: str) -> FeatureGates:
 
 # ----------------------------------------------------------------------------- scalar parsers
 
-_DURATION_UNITS: Final[Mapping[str, float]] = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,  # U+00B5 micro sign, as Go accepts
-    "μs": 1e-6,  # U+03BC Greek mu, as Go accepts
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
+def parse_duration_seconds(text: str) -> float:
+    """A Go duration (``"10s"``, ``"1m30s"``, ``"500ms"``) in seconds, by the model's one parser.
 
-def parse_duration(text: str) -> float:
-    """Go's ``time.ParseDuration`` (``"10s"``, ``"1m30s"``, ``"500ms"``, ``"1.5h"``) in seconds.
-
-    A unit is mandatory except for a bare ``0``, as in Go. Raises ``ValueError``.
+    Surrounding whitespace is trimmed, as for every numeric setting; the duration itself follows
+    Go's ``time.ParseDuration`` (see :func:`karpenter_py.model.api.common.parse_duration`).
+    Raises ``ValueError``.
     """
-    s = text.strip()
-    sign = 1.0
-    if s[:1] in ("+", "-"):
-        sign = -1.0 if s[0] == "-" else 1.0
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise ValueError("empty duration")
-    total = 0.0
-    pos = 0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if m is None:
-            raise ValueError(f"not a duration: {text!r}")
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total
+    return parse_duration(text.strip()).total_seconds()
 
 
 def format_duration(seconds: float) -> str:
@@ -334,9 +309,9 @@ OPTIONS: Final[tuple[_Option, ...]] = (
             empty_is_value=True),
     _Option("KUBECONFIG", "kubeconfig", str, "", "kubeconfig path (default: in-cluster, then ~/.kube/config)",
             empty_is_value=True),
-    _Option("BATCH_MAX_DURATION", "batch_max_duration", parse_duration, _DURATION_EXPECT,
+    _Option("BATCH_MAX_DURATION", "batch_max_duration", parse_duration_seconds, _DURATION_EXPECT,
             "longest provisioning batch window", check=_positive),
-    _Option("BATCH_IDLE_DURATION", "batch_idle_duration", parse_duration, _DURATION_EXPECT,
+    _Option("BATCH_IDLE_DURATION", "batch_idle_duration", parse_duration_seconds, _DURATION_EXPECT,
             "close the batch after this long without new pods", check=_positive),
     _Option("KUBE_CLIENT_QPS", "kube_client_qps", parse_int, "an integer",
             "client-side request rate limit", check=_positive),

@@ -36,10 +36,21 @@ path of the bad field instead of being zero-valued.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 from typing import Final
 
+from karpenter_py.model.fields import (
+    ParseError,
+    describe,
+    json_list,
+    json_number,
+    json_object,
+    json_str,
+    json_str_list,
+    required_key,
+    string_map,
+)
 from karpenter_py.model.instancetype import InstanceType, Offering, Overhead, make_instance_type
 from karpenter_py.model.labels import (
     ARCH_AMD64,
@@ -67,7 +78,6 @@ __all__ = [
     "KWOK_DEFAULT_PODS",
     "KWOK_KUBE_RESERVED",
     "KWOK_ZONES",
-    "CatalogError",
     "go_quantity_string",
     "instance_types_from_kwok_json",
     "kwok_catalog",
@@ -85,15 +95,6 @@ KWOK_ZONES: Final = ("test-zone-a", "test-zone-b", "test-zone-c", "test-zone-d")
 _AWS_NAME: Final = re.compile(r"^\w+\.(nano|micro|small|medium|large|\d*xlarge|metal)$")
 _FAMILY_DELIM: Final = re.compile(r"[.-]")
 _OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"})
-
-
-class CatalogError(ValueError):
-    """A catalog that does not have the expected shape; the message starts with the bad path."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
 
 
 # --------------------------------------------------------------------------- Go quantity strings
@@ -153,97 +154,44 @@ def go_quantity_string(value: str | int | float) -> str:
     return f"{prefix}{mantissa}{suffix}"
 
 
-# --------------------------------------------------------------------------- field helpers
-
-
-def _require_mapping(value: object, path: str) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise CatalogError(path, f"expected an object, got {_kind(value)}")
-    return value
-
-
-def _require_list(value: object, path: str) -> Sequence[object]:
-    if not isinstance(value, list | tuple):
-        raise CatalogError(path, f"expected a list, got {_kind(value)}")
-    return value
-
-
-def _require_str(value: object, path: str, *, empty_ok: bool = False) -> str:
-    if not isinstance(value, str):
-        raise CatalogError(path, f"expected a string, got {_kind(value)}")
-    if not empty_ok and not value:
-        raise CatalogError(path, "must not be empty")
-    return value
-
-
-def _require_number(value: object, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CatalogError(path, f"expected a number, got {_kind(value)}")
-    return float(value)
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
-
-
-def _field(record: Mapping[str, object], key: str, path: str) -> object:
-    if key not in record:
-        raise CatalogError(f"{path}.{key}", "required field is missing")
-    return record[key]
-
-
 # --------------------------------------------------------------------------- parsing
 
 
 def _parse_resources(value: object, path: str) -> tuple[dict[str, int], dict[str, str]]:
     """Canonical amounts plus the Kubernetes string form of each quantity (for labels)."""
-    raw = _require_mapping(value, path)
+    raw = json_object(value, path, required=True)
     amounts: dict[str, int] = {}
     strings: dict[str, str] = {}
     for name, quantity in raw.items():
         where = f"{path}.{name}"
         if isinstance(quantity, bool) or not isinstance(quantity, str | int | float):
-            raise CatalogError(
-                where, f'expected a quantity such as "4" or "16Gi", got {_kind(quantity)}'
+            raise ParseError(
+                where, f'expected a quantity such as "4" or "16Gi", got {describe(quantity)}'
             )
         try:
             amount = parse_resource(name, quantity)
             strings[name] = go_quantity_string(quantity)
         except QuantityError:
-            raise CatalogError(where, f"invalid quantity {quantity!r}") from None
+            raise ParseError(where, f"invalid quantity {quantity!r}") from None
         if amount < 0:
-            raise CatalogError(where, f"must not be negative, got {quantity!r}")
+            raise ParseError(where, f"must not be negative, got {quantity!r}")
         amounts[name] = amount
     for required in (RESOURCE_CPU, RESOURCE_MEMORY):
         if required not in amounts:
-            raise CatalogError(f"{path}.{required}", "required resource is missing")
+            raise ParseError(f"{path}.{required}", "required resource is missing")
     amounts.setdefault(RESOURCE_PODS, KWOK_DEFAULT_PODS)
     return amounts, strings
 
 
 def _parse_requirement(value: object, path: str) -> tuple[str, str, tuple[str, ...]]:
-    req = _require_mapping(value, path)
-    key = _require_str(_field(req, "key", path), f"{path}.key")
-    operator = _require_str(_field(req, "operator", path), f"{path}.operator")
-    if operator not in _OPERATORS:
-        raise CatalogError(f"{path}.operator", f"unknown operator {operator!r}")
-    raw_values = req.get("values", [])
-    values = tuple(
-        _require_str(v, f"{path}.values[{i}]", empty_ok=True)
-        for i, v in enumerate(_require_list(raw_values, f"{path}.values"))
+    req = json_object(value, path, required=True)
+    key = json_str(required_key(req, "key", path), f"{path}.key", required=True, nonempty=True)
+    operator = json_str(
+        required_key(req, "operator", path), f"{path}.operator", required=True, nonempty=True
     )
+    if operator not in _OPERATORS:
+        raise ParseError(f"{path}.operator", f"unknown operator {operator!r}")
+    values = tuple(json_str_list(req.get("values", []), f"{path}.values", required=True))
     return key, operator, values
 
 
@@ -254,18 +202,18 @@ def _offering_requirements(
     zones: tuple[str, ...] = ()
     capacity_types: tuple[str, ...] = ()
     labels: dict[str, str] = {}
-    for r_index, raw_req in enumerate(_require_list(value, where)):
+    for r_index, raw_req in enumerate(json_list(value, where, required=True)):
         r_path = f"{where}[{r_index}]"
         key, operator, values = _parse_requirement(raw_req, r_path)
         if key in (LABEL_TOPOLOGY_ZONE, LABEL_CAPACITY_TYPE):
             if operator != "In" or not values:
-                raise CatalogError(r_path, f"{key} must use operator In with at least one value")
+                raise ParseError(r_path, f"{key} must use operator In with at least one value")
             if key == LABEL_TOPOLOGY_ZONE:
                 zones = values
                 continue
             for v_index, ct in enumerate(values):
                 if ct not in CAPACITY_TYPES:
-                    raise CatalogError(
+                    raise ParseError(
                         f"{r_path}.values[{v_index}]",
                         f"unknown capacity type {ct!r} (expected one of {', '.join(CAPACITY_TYPES)})",
                     )
@@ -273,39 +221,39 @@ def _offering_requirements(
         elif operator == "In" and len(values) == 1:
             labels[key] = values[0]
         else:
-            raise CatalogError(
+            raise ParseError(
                 r_path,
                 f"only operator In with exactly one value is supported for {key!r}, "
                 f"got {operator} {list(values)}",
             )
     if not zones:
-        raise CatalogError(where, f"missing a requirement on {LABEL_TOPOLOGY_ZONE}")
+        raise ParseError(where, f"missing a requirement on {LABEL_TOPOLOGY_ZONE}")
     if not capacity_types:
-        raise CatalogError(where, f"missing a requirement on {LABEL_CAPACITY_TYPE}")
+        raise ParseError(where, f"missing a requirement on {LABEL_CAPACITY_TYPE}")
     return zones, capacity_types, labels
 
 
 def _parse_offerings(value: object, path: str) -> list[Offering]:
     offerings: list[Offering] = []
-    for index, raw in enumerate(_require_list(value, path)):
+    for index, raw in enumerate(json_list(value, path, required=True)):
         where = f"{path}[{index}]"
-        record = _require_mapping(raw, where)
-        price = _require_number(_field(record, "Price", where), f"{where}.Price")
+        record = json_object(raw, where, required=True)
+        price = json_number(required_key(record, "Price", where), f"{where}.Price", required=True)
         if price < 0:
-            raise CatalogError(f"{where}.Price", f"must not be negative, got {price!r}")
+            raise ParseError(f"{where}.Price", f"must not be negative, got {price!r}")
         available = record.get("Available", True)
         if not isinstance(available, bool):
-            raise CatalogError(
-                f"{where}.Available", f"expected true or false, got {_kind(available)}"
+            raise ParseError(
+                f"{where}.Available", f"expected true or false, got {describe(available)}"
             )
         reservation = record.get("ReservationCapacity", 0)
         if isinstance(reservation, bool) or not isinstance(reservation, int) or reservation < 0:
-            raise CatalogError(
+            raise ParseError(
                 f"{where}.ReservationCapacity",
-                f"expected a whole number >= 0, got {_kind(reservation)}",
+                f"expected a whole number >= 0, got {describe(reservation)}",
             )
         zones, capacity_types, labels = _offering_requirements(
-            _field(record, "Requirements", where), f"{where}.Requirements"
+            required_key(record, "Requirements", where), f"{where}.Requirements"
         )
         # A requirement naming several zones or capacity types offers each combination.
         offerings.extend(
@@ -334,26 +282,36 @@ def _family_label(name: str) -> str:
 
 
 def _parse_instance_type(value: object, path: str) -> InstanceType:
-    record = _require_mapping(value, path)
-    name = _require_str(_field(record, "name", path), f"{path}.name")
-    arch = _require_str(_field(record, "architecture", path), f"{path}.architecture")
-    systems_raw = _require_list(
-        _field(record, "operatingSystems", path), f"{path}.operatingSystems"
+    record = json_object(value, path, required=True)
+    name = json_str(
+        required_key(record, "name", path), f"{path}.name", required=True, nonempty=True
+    )
+    arch = json_str(
+        required_key(record, "architecture", path),
+        f"{path}.architecture",
+        required=True,
+        nonempty=True,
+    )
+    systems_path = f"{path}.operatingSystems"
+    systems_raw = json_list(
+        required_key(record, "operatingSystems", path), systems_path, required=True
     )
     if not systems_raw:
-        raise CatalogError(f"{path}.operatingSystems", "must name at least one operating system")
-    systems = [_require_str(s, f"{path}.operatingSystems[{i}]") for i, s in enumerate(systems_raw)]
-    capacity, strings = _parse_resources(_field(record, "resources", path), f"{path}.resources")
-    offerings = _parse_offerings(_field(record, "offerings", path), f"{path}.offerings")
+        raise ParseError(systems_path, "must name at least one operating system")
+    systems = [
+        json_str(s, f"{systems_path}[{i}]", required=True, nonempty=True)
+        for i, s in enumerate(systems_raw)
+    ]
+    capacity, strings = _parse_resources(
+        required_key(record, "resources", path), f"{path}.resources"
+    )
+    offerings = _parse_offerings(required_key(record, "offerings", path), f"{path}.offerings")
     cpu, memory = strings[RESOURCE_CPU], strings[RESOURCE_MEMORY]
 
-    requirements: dict[str, frozenset[str]] = {}
-    labels_raw = record.get("labels")
-    if labels_raw is not None:
-        for key, val in _require_mapping(labels_raw, f"{path}.labels").items():
-            requirements[key] = frozenset(
-                [_require_str(val, f"{path}.labels.{key}", empty_ok=True)]
-            )
+    requirements: dict[str, frozenset[str]] = {
+        key: frozenset([val])
+        for key, val in string_map(record.get("labels"), f"{path}.labels").items()
+    }
     # Computed requirements win over user labels of the same key, as upstream's would.
     requirements.update(
         {
@@ -380,16 +338,16 @@ def _parse_instance_type(value: object, path: str) -> InstanceType:
 def instance_types_from_kwok_json(data: object, *, source: str = "catalog") -> list[InstanceType]:
     """Instance types from a parsed KWOK catalog (a JSON list); ``source`` prefixes error paths.
 
-    Raises ``CatalogError`` naming the first malformed field, e.g.
+    Raises ``ParseError`` naming the first malformed field, e.g.
     ``catalog[3].offerings[0].Price: expected a number, got the string '0.1'``.
     """
-    records = _require_list(data, source)
+    records = json_list(data, source, required=True)
     out: list[InstanceType] = []
     seen: dict[str, int] = {}
     for index, record in enumerate(records):
         instance_type = _parse_instance_type(record, f"{source}[{index}]")
         if instance_type.name in seen:
-            raise CatalogError(
+            raise ParseError(
                 f"{source}[{index}].name",
                 f"duplicate instance type {instance_type.name!r} (first at {source}[{seen[instance_type.name]}])",
             )

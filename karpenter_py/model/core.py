@@ -12,15 +12,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
 
+from karpenter_py.model.fields import (
+    JSON,
+    ParseError,
+    json_int,
+    json_list,
+    json_object,
+    json_str,
+    json_str_list,
+    string_map,
+)
 from karpenter_py.model.labels import (
     NORMALIZED_LABELS,
     RESOURCE_CPU,
     RESOURCE_MEMORY,
     RESOURCE_PODS,
+    TAINT_DISRUPTED_KEY,
 )
 from karpenter_py.model.quantity import Resources, parse_resources
-
-JSON = dict[str, object]
 
 EFFECT_NO_SCHEDULE: Final = "NoSchedule"
 EFFECT_PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
@@ -31,59 +40,7 @@ DO_NOT_SCHEDULE: Final = "DoNotSchedule"
 SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
 
 
-class ParseError(ValueError):
-    """An object that does not have the shape Kubernetes gives it; ``path`` names the field."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
-        self.message = message
-
-
-# ----------------------------------------------------------------------------- small JSON helpers
-
-
-def json_object(value: object, path: str) -> JSON:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ParseError(path, f"expected an object, got {type(value).__name__}")
-    return cast(JSON, value)
-
-
-def json_list(value: object, path: str) -> list[object]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ParseError(path, f"expected a list, got {type(value).__name__}")
-    return value
-
-
-def json_str(value: object, path: str, default: str = "") -> str:
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise ParseError(path, f"expected a string, got {type(value).__name__}")
-    return value
-
-
-def _int(value: object, path: str, default: int = 0) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ParseError(path, f"expected an integer, got {value!r}")
-    return value
-
-
-def _str_map(value: object, path: str) -> dict[str, str]:
-    raw = json_object(value, path)
-    out: dict[str, str] = {}
-    for key, val in raw.items():
-        if isinstance(val, bool | int | float):
-            # YAML turns `true`/`1` into non-strings; Kubernetes would reject them, so do we.
-            raise ParseError(f"{path}.{key}", f"expected a string value, got {val!r} (quote it)")
-        out[key] = json_str(val, f"{path}.{key}")
-    return out
+# ----------------------------------------------------------------------------- quantities
 
 
 def _resources(value: object, path: str) -> Resources:
@@ -106,6 +63,20 @@ class Taint:
     key: str
     effect: str
     value: str = ""
+
+
+# Disruption and termination put this on a Node before draining it; its value carries no meaning.
+DISRUPTED_TAINT: Final = Taint(key=TAINT_DISRUPTED_KEY, effect=EFFECT_NO_SCHEDULE)
+
+
+def is_disrupted_taint(taint: Taint | Mapping[str, object]) -> bool:
+    """Whether ``taint`` (a slim view or the API's JSON) is ``karpenter.sh/disrupted:NoSchedule``.
+
+    Key and effect decide; the value is ignored, and the same key with another effect is not it.
+    """
+    if isinstance(taint, Taint):
+        return taint.key == DISRUPTED_TAINT.key and taint.effect == DISRUPTED_TAINT.effect
+    return taint.get("key") == DISRUPTED_TAINT.key and taint.get("effect") == DISRUPTED_TAINT.effect
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,16 +153,13 @@ def selector_requirement_from_dict(
     op = json_str(data.get("operator"), f"{path}.operator")
     if op not in operators:
         raise ParseError(f"{path}.operator", f"{op!r} is not one of {', '.join(operators)}")
-    values = tuple(
-        json_str(v, f"{path}.values[{i}]")
-        for i, v in enumerate(json_list(data.get("values"), f"{path}.values"))
-    )
+    values = tuple(json_str_list(data.get("values"), f"{path}.values"))
     mv = data.get("minValues")
     return SelectorRequirement(
         key=normalize_label(key) if normalize else key,
         operator=op,
         values=values,
-        min_values=None if mv is None else _int(mv, f"{path}.minValues"),
+        min_values=None if mv is None else json_int(mv, f"{path}.minValues"),
     )
 
 
@@ -229,7 +197,7 @@ class LabelSelector:
 
 def label_selector_from_dict(raw: object, path: str) -> LabelSelector:
     data = json_object(raw, path)
-    labels = _str_map(data.get("matchLabels"), f"{path}.matchLabels")
+    labels = string_map(data.get("matchLabels"), f"{path}.matchLabels")
     exprs = tuple(
         selector_requirement_from_dict(
             e, f"{path}.matchExpressions[{i}]", LABEL_SELECTOR_OPERATORS, normalize=False
@@ -324,7 +292,7 @@ def _weighted_pod_terms(raw: object, path: str) -> tuple[WeightedPodAffinityTerm
         data = json_object(item, f"{path}[{i}]")
         out.append(
             WeightedPodAffinityTerm(
-                weight=_int(data.get("weight"), f"{path}[{i}].weight", 1),
+                weight=json_int(data.get("weight"), f"{path}[{i}].weight", 1),
                 term=_pod_affinity_term(
                     data.get("podAffinityTerm"), f"{path}[{i}].podAffinityTerm"
                 ),
@@ -341,7 +309,7 @@ def _topology_spread(raw: object, path: str) -> TopologySpreadConstraint:
     key = json_str(data.get("topologyKey"), f"{path}.topologyKey")
     if not key:
         raise ParseError(f"{path}.topologyKey", "topologyKey is required")
-    skew = _int(data.get("maxSkew"), f"{path}.maxSkew", 1)
+    skew = json_int(data.get("maxSkew"), f"{path}.maxSkew", 1)
     if skew < 1:
         raise ParseError(f"{path}.maxSkew", "must be at least 1")
     sel = data.get("labelSelector")
@@ -353,7 +321,7 @@ def _topology_spread(raw: object, path: str) -> TopologySpreadConstraint:
         label_selector=None
         if sel is None
         else label_selector_from_dict(sel, f"{path}.labelSelector"),
-        min_domains=None if md is None else _int(md, f"{path}.minDomains"),
+        min_domains=None if md is None else json_int(md, f"{path}.minDomains"),
         node_affinity_policy=json_str(
             data.get("nodeAffinityPolicy"), f"{path}.nodeAffinityPolicy", "Honor"
         )
@@ -527,7 +495,7 @@ def _host_ports(spec: JSON, path: str) -> tuple[HostPort, ...]:
             cpath = f"{path}.{group}[{i}]"
             for j, p in enumerate(json_list(json_object(c, cpath).get("ports"), f"{cpath}.ports")):
                 pdata = json_object(p, f"{cpath}.ports[{j}]")
-                hp = _int(pdata.get("hostPort"), f"{cpath}.ports[{j}].hostPort")
+                hp = json_int(pdata.get("hostPort"), f"{cpath}.ports[{j}].hostPort")
                 if hp > 0:
                     ports.append(
                         HostPort(
@@ -565,7 +533,7 @@ def _affinity(spec: JSON, path: str) -> dict[str, object]:
         tdata = json_object(t, f"{ppath}[{i}]")
         preferred.append(
             PreferredNodeTerm(
-                weight=_int(tdata.get("weight"), f"{ppath}[{i}].weight", 1),
+                weight=json_int(tdata.get("weight"), f"{ppath}[{i}].weight", 1),
                 term=_node_selector_term(tdata.get("preference"), f"{ppath}[{i}].preference"),
             )
         )
@@ -663,13 +631,13 @@ def pod_from_parts(
         or default_namespace,
         name=json_str(meta.get("name") or meta.get("generateName"), f"{path}.metadata.name"),
         uid=json_str(meta.get("uid"), f"{path}.metadata.uid"),
-        labels=_str_map(meta.get("labels"), f"{path}.metadata.labels"),
-        annotations=_str_map(meta.get("annotations"), f"{path}.metadata.annotations"),
+        labels=string_map(meta.get("labels"), f"{path}.metadata.labels"),
+        annotations=string_map(meta.get("annotations"), f"{path}.metadata.annotations"),
         requests=container_requests(spec, spath),
         node_name=json_str(spec.get("nodeName"), f"{spath}.nodeName"),
         node_selector={
             normalize_label(k): v
-            for k, v in _str_map(spec.get("nodeSelector"), f"{spath}.nodeSelector").items()
+            for k, v in string_map(spec.get("nodeSelector"), f"{spath}.nodeSelector").items()
         },
         required_node_terms=cast("tuple[NodeSelectorTerm, ...]", aff["required_node_terms"]),
         preferred_node_terms=cast("tuple[PreferredNodeTerm, ...]", aff["preferred_node_terms"]),
@@ -695,7 +663,7 @@ def pod_from_parts(
         ),
         host_ports=_host_ports(spec, spath),
         owners=_owners(meta, f"{path}.metadata"),
-        priority=_int(spec.get("priority"), f"{spath}.priority"),
+        priority=json_int(spec.get("priority"), f"{spath}.priority"),
         priority_class_name=json_str(spec.get("priorityClassName"), f"{spath}.priorityClassName"),
         creation_timestamp=json_str(
             meta.get("creationTimestamp"), f"{path}.metadata.creationTimestamp"
@@ -705,7 +673,7 @@ def pod_from_parts(
         ),
         termination_grace_period_seconds=30
         if tgp is None
-        else _int(tgp, f"{spath}.terminationGracePeriodSeconds"),
+        else json_int(tgp, f"{spath}.terminationGracePeriodSeconds"),
         phase=json_str(status.get("phase"), f"{path}.status.phase", "Pending") or "Pending",
         scheduling_gated=bool(json_list(spec.get("schedulingGates"), f"{spath}.schedulingGates")),
         unschedulable=_unschedulable(status, f"{path}.status"),
@@ -758,8 +726,8 @@ def node_from_dict(raw: object, path: str = "node") -> Node:
     return Node(
         name=json_str(meta.get("name"), f"{path}.metadata.name"),
         uid=json_str(meta.get("uid"), f"{path}.metadata.uid"),
-        labels=_str_map(meta.get("labels"), f"{path}.metadata.labels"),
-        annotations=_str_map(meta.get("annotations"), f"{path}.metadata.annotations"),
+        labels=string_map(meta.get("labels"), f"{path}.metadata.labels"),
+        annotations=string_map(meta.get("annotations"), f"{path}.metadata.annotations"),
         taints=tuple(
             taint_from_dict(t, f"{path}.spec.taints[{i}]")
             for i, t in enumerate(json_list(spec.get("taints"), f"{path}.spec.taints"))

@@ -13,15 +13,11 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from karpenter_py.model.core import (
-    JSON,
-    ParseError,
     SelectorRequirement,
-    json_list,
-    json_object,
-    json_str,
     normalize_label,
     selector_requirement_from_dict,
 )
+from karpenter_py.model.fields import JSON, ParseError, json_list, json_object, json_str
 
 # Set by the PV controller once a claim and its volume are bound to each other; without it the
 # kube-scheduler treats a claim that names a volume as not bound yet.

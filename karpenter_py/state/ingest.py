@@ -16,13 +16,13 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import (
     Node,
-    ParseError,
     Pod,
     label_selector_from_dict,
     node_from_dict,
     pod_from_dict,
     pod_from_parts,
 )
+from karpenter_py.model.fields import ParseError
 from karpenter_py.model.storage import (
     PersistentVolume,
     PersistentVolumeClaim,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from karpenter_py.cloudprovider.aws.catalog import builtin_aws_instance_types
 from karpenter_py.cloudprovider.aws.clients import AwsClients, is_aws_error
+from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_instance_types
 from karpenter_py.cloudprovider.aws.instancetypes import InstanceTypeProvider
 from karpenter_py.cloudprovider.aws.pricing import PricingProvider
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass

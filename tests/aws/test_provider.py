@@ -352,9 +352,7 @@ async def test_create_without_a_candidate_is_insufficient_capacity(world: World)
         await world.provider.create(nodeclaim(types=("x9.nonexistent",)))
     with pytest.raises(InsufficientCapacityError):
         await world.provider.create(nodeclaim(zone="us-west-2d"))  # no subnet, no offering there
-    world.provider.unavailable = lambda name, zone, ct: (
-        (name, zone, ct) == ("m5.large", B, "on-demand")
-    )
+    world.stack.offerings.mark_unavailable("m5.large", B, "on-demand")
     with pytest.raises(InsufficientCapacityError):
         await world.provider.create(nodeclaim())
     assert world.stack.instances.create_fleet_calls == 0
@@ -362,7 +360,9 @@ async def test_create_without_a_candidate_is_insufficient_capacity(world: World)
 
 
 async def test_unavailable_offering_moves_the_launch_to_the_next_type(world: World) -> None:
-    world.provider.unavailable = lambda name, zone, ct: name == "m5.large"
+    world.stack.offerings.mark_all(
+        ("m5.large", z, ct) for z in ZONES for ct in ("on-demand", "spot")
+    )
     out = await world.provider.create(nodeclaim(types=("m5.large", "m5.xlarge")))
     assert out.metadata.labels[LABEL_INSTANCE_TYPE] == "m5.xlarge"
 
@@ -502,22 +502,18 @@ async def test_tag_instance_writes_tags(world: World) -> None:
         await world.provider.tag_instance(out.status.provider_id, {"a": "b"})
 
 
-async def test_offerings_failed_forwards_to_mark_unavailable(world: World) -> None:
-    world.provider.offerings_failed((("m5.large", B, "spot"),))  # no sink yet: dropped quietly
-    heard: list[list[tuple[str, str, str]]] = []
-    world.provider.mark_unavailable = lambda offerings: heard.append(list(offerings))
+async def test_offerings_failed_marks_the_cache_it_was_built_with(world: World) -> None:
+    assert world.provider.offerings is world.stack.offerings
     world.provider.offerings_failed((("m5.large", B, "spot"),))
-    assert heard == [[("m5.large", B, "spot")]]
+    assert set(world.stack.offerings.entries()) == {("m5.large", B, "spot")}
 
 
-async def test_fleet_capacity_errors_reach_mark_unavailable(world: World) -> None:
-    """The InstanceProvider's sink, as open_aws wires it, ends in mark_unavailable."""
-    heard: list[list[tuple[str, str, str]]] = []
-    world.provider.mark_unavailable = lambda offerings: heard.append(list(offerings))
+async def test_fleet_capacity_errors_reach_the_offerings_cache(world: World) -> None:
+    """The InstanceProvider's sink, as open_aws wires it, ends in the provider's cache."""
     with insufficient_capacity(("m5.large", B, "on-demand")):
         out = await world.provider.create(nodeclaim(types=("m5.large", "m5.xlarge")))
     assert out.metadata.labels[LABEL_INSTANCE_TYPE] == "m5.xlarge"
-    assert heard == [[("m5.large", B, "on-demand")]]
+    assert set(world.stack.offerings.entries()) == {("m5.large", B, "on-demand")}
 
 
 # ---------------------------------------------------------------- v1beta1 kubelet compatibility

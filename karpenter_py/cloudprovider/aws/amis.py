@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, paginate
-from karpenter_py.cloudprovider.aws.subnets import tag_filters
+from karpenter_py.cloudprovider.aws.subnets import selector_filters
 from karpenter_py.model.api.common import NodeSelectorRequirement
 from karpenter_py.model.api.ec2nodeclass import AMI, AMISelectorTerm
 from karpenter_py.model.labels import (
@@ -312,12 +312,7 @@ def candidates_from_image(
 
 def image_query(term: AMISelectorTerm) -> dict[str, Any]:
     """DescribeImages parameters for a term (not alias / ssmParameter)."""
-    filters: list[dict[str, Any]] = []
-    if term.id is not None:
-        filters.append({"Name": "image-id", "Values": [term.id]})
-    if term.name is not None:
-        filters.append({"Name": "name", "Values": [term.name]})
-    filters.extend(tag_filters(term.tags or {}))
+    filters = selector_filters({"image-id": term.id, "name": term.name}, term.tags)
     params: dict[str, Any] = {"Filters": filters, "IncludeDeprecated": True}
     if term.owner is not None:
         params["Owners"] = [term.owner]

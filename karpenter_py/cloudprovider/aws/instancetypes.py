@@ -2,7 +2,7 @@
 
 ``InstanceTypeProvider.refresh`` loads what EC2 describes (hvm, x86_64 or arm64, as upstream
 discovers types) and where each type is offered (by availability zone). ``list(nodeclass)`` turns
-that into ``InstanceType``s with the built-in catalog's arithmetic (``catalog.build_instance_type``)
+that into ``InstanceType``s with the instance-type arithmetic (``instancetype_math.build_instance_type``)
 under the class's knobs (``knobs.knobs_for``: AMI family, kubelet maxPods / podsPerCore /
 kubeReserved / systemReserved / evictionHard / evictionSoft, root volume size, RAID0 instance
 store, VM_MEMORY_OVERHEAD_PERCENT, RESERVED_ENIS) and offerings in the zones that have one of the
@@ -31,14 +31,14 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from karpenter_py.cloudprovider.aws.catalog import (
+from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
+from karpenter_py.cloudprovider.aws.instancetype_math import (
     Accelerator,
     InstanceTypeFacts,
     NeuronDevice,
     NodeKnobs,
     build_instance_type,
 )
-from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
 
 # The class knobs live in knobs.py (pure, shared with ``karpenter-py plan``); re-exported here
 # for the callers that always imported them from this module.
@@ -145,7 +145,7 @@ def _network(network: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def facts_from_ec2(info: Mapping[str, Any], zones: Sequence[str] = ()) -> InstanceTypeFacts:
-    """The facts of one DescribeInstanceTypes entry (the fields the catalog arithmetic reads).
+    """The facts of one DescribeInstanceTypes entry (the fields the instance-type arithmetic reads).
 
     Prices are not part of EC2's answer: ``on_demand_price`` is None (offerings are priced from
     the pricing provider when a node class lists the types).

@@ -1,8 +1,8 @@
 """The EC2NodeClass settings that change an instance type's capacity and overhead (pure).
 
 ``knobs_for`` reads a class (and the kubelet settings in effect, see
-``karpenter_py.model.api.convert.kubelet_in_effect``) into the ``catalog.NodeKnobs`` the catalog
-arithmetic (``catalog.build_instance_type``) takes: AMI family, kubelet maxPods / podsPerCore /
+``karpenter_py.model.api.convert.kubelet_in_effect``) into the ``instancetype_math.NodeKnobs``
+the instance-type arithmetic (``instancetype_math.build_instance_type``) takes: AMI family, kubelet maxPods / podsPerCore /
 kubeReserved / systemReserved / evictionHard / evictionSoft, the ephemeral storage the block
 device mappings give, RAID0 instance store. Both the live provider
 (``cloudprovider.aws.instancetypes``) and ``karpenter-py plan`` (over the built-in catalog) use it,
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from karpenter_py.cloudprovider.aws.catalog import DEFAULT_EPHEMERAL_STORAGE, NodeKnobs
+from karpenter_py.cloudprovider.aws.instancetype_math import DEFAULT_EPHEMERAL_STORAGE, NodeKnobs
 from karpenter_py.model.api.ec2nodeclass import BlockDeviceMapping, EC2NodeClass
 from karpenter_py.model.labels import RESOURCE_EPHEMERAL_STORAGE
 from karpenter_py.model.quantity import QuantityError, parse_resource, parse_resources

@@ -24,8 +24,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
 
-from karpenter_py.cloudprovider.aws.catalog import load_builtin_facts, parse_facts
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
+from karpenter_py.cloudprovider.aws.instancetype_math import load_builtin_facts, parse_facts
 
 __all__ = [
     "REFRESH_INTERVAL",

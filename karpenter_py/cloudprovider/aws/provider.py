@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.cloudprovider.aws.drift import (
@@ -35,7 +35,7 @@ from karpenter_py.cloudprovider.errors import (
     NodeClassNotReadyError,
 )
 from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
-from karpenter_py.cloudprovider.selection import Unavailable, candidates, with_offerings
+from karpenter_py.cloudprovider.selection import OfferingCache, candidates, with_offerings
 from karpenter_py.model.api.convert import ConversionError, kubelet_in_effect
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
@@ -101,17 +101,16 @@ class AwsCloudProvider:
         instance_types: InstanceTypeProvider,
         instances: InstanceProvider,
         *,
-        unavailable: Unavailable | None = None,
+        offerings: OfferingCache,
     ) -> None:
         self.cluster = cluster
         self.nodeclasses = nodeclasses
         self.instance_types = instance_types
         self.instances = instances
-        # The launcher's insufficient-capacity cache (filled by the manager once it exists):
-        # ``unavailable`` reads it, ``mark_unavailable`` feeds it with the offerings a
-        # CreateFleet reported without capacity even when another override launched.
-        self.unavailable = unavailable
-        self.mark_unavailable: Callable[[Iterable[OfferingKey]], None] | None = None
+        # The launcher's insufficient-capacity cache: launches skip what it holds, as the solver
+        # does, and it learns the offerings a CreateFleet reported without capacity even when
+        # another override launched.
+        self.offerings = offerings
 
     @property
     def name(self) -> str:
@@ -153,7 +152,7 @@ class AwsCloudProvider:
                 extra={"nodeclaim": nodeclaim.name, "instance": existing.id},
             )
             return self._launched(nodeclaim, nodeclass, existing, types)
-        chosen = candidates(nodeclaim, types, self.unavailable)
+        chosen = candidates(nodeclaim, types, self.offerings.is_unavailable)
         if not chosen:
             raise InsufficientCapacityError(
                 f"no instance type of nodeclaim {nodeclaim.name} has an available offering",
@@ -218,8 +217,7 @@ class AwsCloudProvider:
     # ------------------------------------------------------------------ helpers
     def offerings_failed(self, offerings: tuple[OfferingKey, ...]) -> None:
         """``InstanceProvider``'s sink for per-override capacity errors."""
-        if self.mark_unavailable is not None:
-            self.mark_unavailable(offerings)
+        self.offerings.mark_all(offerings)
 
     async def _ensure_loaded(self) -> None:
         """The first call loads instance types unless the refresh loop already did (an error

@@ -12,19 +12,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from karpenter_py.cloudprovider.aws.clients import AwsClients, paginate
-from karpenter_py.cloudprovider.aws.subnets import tag_filters
+from karpenter_py.cloudprovider.aws.subnets import selector_filters
 from karpenter_py.model.api.ec2nodeclass import SecurityGroup, SecurityGroupSelectorTerm
 
 
 def security_group_filters(term: SecurityGroupSelectorTerm) -> list[dict[str, Any]]:
     """The DescribeSecurityGroups filters of one term (its fields ANDed)."""
-    out: list[dict[str, Any]] = []
-    if term.id is not None:
-        out.append({"Name": "group-id", "Values": [term.id]})
-    if term.name is not None:
-        out.append({"Name": "group-name", "Values": [term.name]})
-    out.extend(tag_filters(term.tags or {}))
-    return out
+    return selector_filters({"group-id": term.id, "group-name": term.name}, term.tags)
 
 
 async def discover_security_groups(

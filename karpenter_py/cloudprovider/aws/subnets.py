@@ -8,7 +8,7 @@ value" (filter ``tag-key``), as upstream's selectors do. The result is ordered t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,13 +41,21 @@ def tag_filters(tags: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
+def selector_filters(
+    exact: Mapping[str, str | None], tags: dict[str, str] | None
+) -> list[dict[str, Any]]:
+    """The Describe* filters of one selector term, ANDed: an exact-match filter for each field
+    the term sets (``exact`` maps filter name to the field's value), then its tags."""
+    out: list[dict[str, Any]] = [
+        {"Name": name, "Values": [value]} for name, value in exact.items() if value is not None
+    ]
+    out.extend(tag_filters(tags or {}))
+    return out
+
+
 def subnet_filters(term: SubnetSelectorTerm) -> list[dict[str, Any]]:
     """The DescribeSubnets filters of one term (its fields ANDed)."""
-    out: list[dict[str, Any]] = []
-    if term.id is not None:
-        out.append({"Name": "subnet-id", "Values": [term.id]})
-    out.extend(tag_filters(term.tags or {}))
-    return out
+    return selector_filters({"subnet-id": term.id}, term.tags)
 
 
 def _parse(raw: dict[str, Any]) -> DiscoveredSubnet:

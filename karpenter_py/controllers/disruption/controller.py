@@ -63,8 +63,7 @@ from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.model.api.nodeclaim import CONDITION_DISRUPTION_REASON
 from karpenter_py.model.api.nodepool import API_VERSION as NODEPOOL_API_VERSION
 from karpenter_py.model.api.nodepool import KIND as NODEPOOL_KIND
-from karpenter_py.model.core import EFFECT_NO_SCHEDULE
-from karpenter_py.model.labels import TAINT_DISRUPTED_KEY
+from karpenter_py.model.core import is_disrupted_taint
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.state.cluster import Cluster
@@ -409,6 +408,4 @@ def command_report(command: Command) -> dict[str, Any]:
 
 def _has_disrupted_taint(sn: StateNode) -> bool:
     assert sn.node is not None
-    return any(
-        t.key == TAINT_DISRUPTED_KEY and t.effect == EFFECT_NO_SCHEDULE for t in sn.node.taints
-    )
+    return any(is_disrupted_taint(t) for t in sn.node.taints)

@@ -64,7 +64,7 @@ from karpenter_py.model.api.nodeclaim import (
     NodeClaim,
 )
 from karpenter_py.model.api.nodepool import NodePool
-from karpenter_py.model.core import EFFECT_NO_SCHEDULE
+from karpenter_py.model.core import EFFECT_NO_SCHEDULE, is_disrupted_taint
 from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.scheduling.plan import NewNodeClaim
@@ -176,14 +176,6 @@ def _taints_of(node: KubeObject) -> list[dict[str, Any]]:
     return [t for t in taints or [] if isinstance(t, dict)]
 
 
-def _is_disrupted_taint(taint: Mapping[str, Any]) -> bool:
-    return taint.get("key") == TAINT_DISRUPTED_KEY and taint.get("effect") == EFFECT_NO_SCHEDULE
-
-
-def has_disrupted_taint(node: KubeObject) -> bool:
-    return any(_is_disrupted_taint(t) for t in _taints_of(node))
-
-
 async def set_disrupted_taint(client: KubeClient, node_name: str, *, present: bool) -> bool:
     """Add (or remove) ``karpenter.sh/disrupted:NoSchedule`` on a Node, other taints untouched.
 
@@ -207,12 +199,12 @@ async def _set_disrupted_taint(client: KubeClient, node_name: str, *, present: b
         except NotFoundError:
             return not present
         taints = _taints_of(raw)
-        if any(_is_disrupted_taint(t) for t in taints) == present:
+        if any(is_disrupted_taint(t) for t in taints) == present:
             return True
         if present:
             new = [*taints, {"key": TAINT_DISRUPTED_KEY, "effect": EFFECT_NO_SCHEDULE}]
         else:
-            new = [t for t in taints if not _is_disrupted_taint(t)]
+            new = [t for t in taints if not is_disrupted_taint(t)]
         patch = {
             "metadata": {"resourceVersion": metadata(raw).get("resourceVersion")},
             "spec": {"taints": new},

@@ -22,14 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from karpenter_py.model.api.common import parse_duration
-from karpenter_py.model.core import EFFECT_NO_SCHEDULE, Pod, Taint
-from karpenter_py.model.labels import (
-    ANNOTATION_DO_NOT_DISRUPT,
-    CRITICAL_PRIORITY_CLASSES,
-    TAINT_DISRUPTED_KEY,
-)
+from karpenter_py.model.core import DISRUPTED_TAINT, Pod
+from karpenter_py.model.labels import ANNOTATION_DO_NOT_DISRUPT, CRITICAL_PRIORITY_CLASSES
 
-DISRUPTED_TAINT = Taint(key=TAINT_DISRUPTED_KEY, effect=EFFECT_NO_SCHEDULE)
 STUCK_TERMINATING = timedelta(minutes=1)
 
 

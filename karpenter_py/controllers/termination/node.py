@@ -58,7 +58,7 @@ from karpenter_py.model.api.nodeclaim import (
     CONDITION_VOLUMES_DETACHED,
     NodeClaim,
 )
-from karpenter_py.model.core import EFFECT_NO_SCHEDULE, Node, node_from_dict
+from karpenter_py.model.core import EFFECT_NO_SCHEDULE, Node, is_disrupted_taint, node_from_dict
 from karpenter_py.model.labels import (
     ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP,
     FINALIZER_TERMINATION,
@@ -87,10 +87,7 @@ def cordon_patch(node: KubeObject) -> KubeObject | None:
     assert isinstance(spec, dict)
     taints: list[dict[str, Any]] = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
     wanted = {"key": TAINT_DISRUPTED_KEY, "effect": EFFECT_NO_SCHEDULE}
-    has_taint = any(
-        t.get("key") == TAINT_DISRUPTED_KEY and t.get("effect") == EFFECT_NO_SCHEDULE
-        for t in taints
-    )
+    has_taint = any(is_disrupted_taint(t) for t in taints)
     labels = meta.get("labels") or {}
     has_label = labels.get(LABEL_NODE_EXCLUDE_FROM_LB) == EXCLUDE_FROM_LB_VALUE
     if has_taint and not any(

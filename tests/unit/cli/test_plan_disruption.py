@@ -11,7 +11,8 @@ import pytest
 
 from karpenter_py.cli.disruption import computed_disruptions_allowed
 from karpenter_py.cli.main import main
-from karpenter_py.model.core import ParseError, pod_from_dict
+from karpenter_py.model.core import pod_from_dict
+from karpenter_py.model.fields import ParseError
 from tests.unit.cli.conftest import Writer, kwok_record, nodepool
 
 REPO = Path(__file__).resolve().parents[3]
@@ -475,7 +476,7 @@ def test_invalid_pdb_rules(spec: dict[str, object], path: str, problem: str) -> 
     with pytest.raises(ParseError) as err:
         computed_disruptions_allowed(spec, [])
     assert err.value.path == path
-    assert problem in err.value.message
+    assert problem in err.value.problem
 
 
 def test_table_without_commands(

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from karpenter_py.cli.main import main
-from karpenter_py.cloudprovider.aws.catalog import builtin_aws_catalog
+from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_catalog
 from karpenter_py.model.api.convert import KUBELET_ANNOTATION
 from tests.unit.cli.conftest import TINY_CATALOG, Captured, Writer, nodepool, pod
 from tests.unit.cli.test_plan_v1beta1 import GUIDE_V1, GUIDE_V1BETA1, INFLATE

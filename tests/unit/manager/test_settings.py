@@ -14,7 +14,7 @@ from karpenter_py.manager.settings import (
     Settings,
     SettingsError,
     load_settings,
-    parse_duration,
+    parse_duration_seconds,
     parse_feature_gates,
 )
 
@@ -159,13 +159,29 @@ def test_namespace_from_service_account_file(tmp_path: Path):
     ],
 )
 def test_go_durations(text, seconds):
-    assert parse_duration(text) == pytest.approx(seconds)
+    assert parse_duration_seconds(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["abc", "10", "1x", "", "s", "1 s", "1s2"])
+@pytest.mark.parametrize("text", ["abc", "10", "1x", "", "s", "1 s", "1s2", "\u0661s"])
 def test_bad_durations(text):
     with pytest.raises(ValueError):
-        parse_duration(text)
+        parse_duration_seconds(text)
+
+
+def test_duration_settings_trim_whitespace_like_every_number():
+    # Settings trim around every numeric value (integers, floats, durations); the model's parser
+    # itself is Go's time.ParseDuration and does not.
+    assert load(env={"BATCH_IDLE_DURATION": " 2s "}).batch_idle_duration == 2.0
+    assert load(env={"KUBE_CLIENT_QPS": " 7 "}).kube_client_qps == 7
+
+
+def test_duration_settings_keep_microseconds():
+    # One parser for every duration: it resolves to the microsecond (timedelta's resolution), so
+    # a sub-microsecond batch window is zero and rejected like "0s".
+    assert load(env={"BATCH_IDLE_DURATION": "1500us"}).batch_idle_duration == 0.0015
+    with pytest.raises(SettingsError) as info:
+        load(env={"BATCH_IDLE_DURATION": "500ns"})
+    assert str(info.value) == 'BATCH_IDLE_DURATION="500ns": must be greater than 0'
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,12 @@ def test_parse_duration_matches_go(text, expected):
     assert parse_duration(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "1d", "h", "1.2.3s", "Never", "10", "1h 30m", "-", ".s"])
+@pytest.mark.parametrize(
+    "text",
+    # Go's digits are ASCII: other Unicode digits ("\u0661" is Arabic-Indic one) are not a number;
+    # nor is surrounding whitespace part of a duration.
+    ["", "1d", "h", "1.2.3s", "Never", "10", "1h 30m", "-", ".s", "\u0661s", " 1s", "1s "],
+)
 def test_parse_duration_rejects(text):
     with pytest.raises(ValueError, match="invalid duration"):
         parse_duration(text)

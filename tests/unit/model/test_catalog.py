@@ -11,12 +11,12 @@ import pytest
 
 from karpenter_py.model.catalog import (
     KWOK_ZONES,
-    CatalogError,
     go_quantity_string,
     instance_types_from_kwok_json,
     kwok_catalog,
     kwok_catalog_json,
 )
+from karpenter_py.model.fields import ParseError
 from karpenter_py.model.labels import (
     KWOK_LABEL_INSTANCE_CPU,
     KWOK_LABEL_INSTANCE_FAMILY,
@@ -310,7 +310,7 @@ ERROR_CASES = [
 )
 def test_malformed_input_names_the_path(path, value, message):
     data = _mutate(path, None, delete=True) if value == "DELETE" else _mutate(path, value)
-    with pytest.raises(CatalogError) as info:
+    with pytest.raises(ParseError) as info:
         instance_types_from_kwok_json(data)
     assert str(info.value).startswith(message), str(info.value)
     assert isinstance(info.value, ValueError)
@@ -319,7 +319,7 @@ def test_malformed_input_names_the_path(path, value, message):
 def test_extra_requirement_must_be_single_valued_in():
     bad = offering()
     bad["Requirements"].append({"key": "example.com/rack", "operator": "Exists"})
-    with pytest.raises(CatalogError) as info:
+    with pytest.raises(ParseError) as info:
         instance_types_from_kwok_json([record(offerings=[bad])])
     assert info.value.path == "catalog[0].offerings[0].Requirements[2]"
     assert "only operator In with exactly one value" in info.value.problem
@@ -334,7 +334,7 @@ def test_extra_requirement_must_be_single_valued_in():
     ],
 )
 def test_top_level_errors_use_source(data, message):
-    with pytest.raises(CatalogError, match=f"^{re.escape(message)}"):
+    with pytest.raises(ParseError, match=f"^{re.escape(message)}"):
         instance_types_from_kwok_json(data, source="types.json")
 
 

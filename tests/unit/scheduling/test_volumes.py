@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from karpenter_py.model.core import ParseError, Pod, SelectorRequirement
+from karpenter_py.model.core import Pod, SelectorRequirement
+from karpenter_py.model.fields import ParseError
 from karpenter_py.model.storage import (
     PersistentVolume,
     PersistentVolumeClaim,

@@ -6,11 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from karpenter_py.cloudprovider.aws.catalog import (
+from karpenter_py.cloudprovider.aws.instancetype_math import (
     DEFAULT_SPOT_DISCOUNT,
     DEFAULT_ZONES,
     Accelerator,
-    FactsError,
     InstanceTypeFacts,
     NeuronDevice,
     NodeKnobs,
@@ -24,6 +23,7 @@ from karpenter_py.cloudprovider.aws.catalog import (
     memory_capacity_bytes,
     parse_facts,
 )
+from karpenter_py.model.fields import ParseError
 from karpenter_py.model.labels import (
     AWS_LABEL_INSTANCE_ACCELERATOR_COUNT,
     AWS_LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
@@ -566,6 +566,12 @@ def test_parse_facts_accepts_document_or_list():
         ({"types": []}, "instanceTypes: expected a list"),
         ([3], r"instanceTypes\[0\]: expected an object"),
         ([{"name": "x"}], r"instanceTypes\[0\]\.vcpu: required field is missing"),
+        # One rule for every document (model.fields): a required field that is null is a wrong
+        # type, not a missing one.
+        (
+            [{"name": "x", "vcpu": None}],
+            r"instanceTypes\[0\]\.vcpu: expected an integer, got null$",
+        ),
         ([{"name": "x", "vcpu": "2"}], r"instanceTypes\[0\]\.vcpu: expected"),
         ([{"name": "x", "vcpu": True}], r"instanceTypes\[0\]\.vcpu: expected"),
         (
@@ -579,10 +585,11 @@ def test_parse_facts_accepts_document_or_list():
                     "ipv4_per_eni": 1,
                 }
             ],
-            r"instanceTypes\[0\]\.architectures: expected a list of strings",
+            # A list of strings names the element that is not one (model.fields' rule).
+            r"instanceTypes\[0\]\.architectures\[0\]: expected a string, got the number 1$",
         ),
     ],
 )
 def test_parse_facts_errors(document, message):
-    with pytest.raises(FactsError, match=message):
+    with pytest.raises(ParseError, match=message):
         parse_facts(document)

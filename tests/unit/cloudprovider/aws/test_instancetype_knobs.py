@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from karpenter_py.cloudprovider.aws.catalog import (
+from karpenter_py.cloudprovider.aws.instancetype_math import (
     NodeKnobs,
     builtin_aws_instance_types,
     eviction_signal_amount,

@@ -1,4 +1,8 @@
-"""The built-in AWS catalog: EC2 instance facts turned into ``InstanceType``s as upstream does.
+"""AWS instance-type arithmetic: EC2 instance facts turned into ``InstanceType``s as upstream does.
+
+The live provider (``instancetypes``), its pricing (``pricing``) and the EC2NodeClass knobs
+(``knobs``) all build on this module; the built-in catalog ``karpenter-py plan`` uses is the
+same arithmetic over the bundled facts (``builtin_aws_catalog``).
 
 Facts come from ``karpenter_py/data/aws-instance-types.json`` (written by
 ``scripts/gen_aws_catalog.py`` from moto's DescribeInstanceTypes data and a public on-demand
@@ -51,6 +55,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Final
 
+from karpenter_py.model import fields
 from karpenter_py.model.instancetype import InstanceType, Offering, Overhead, make_instance_type
 from karpenter_py.model.labels import (
     ARCH_AMD64,
@@ -106,7 +111,6 @@ __all__ = [
     "DEFAULT_ZONES",
     "VM_MEMORY_OVERHEAD_PERCENT",
     "Accelerator",
-    "FactsError",
     "InstanceTypeFacts",
     "NeuronDevice",
     "NodeKnobs",
@@ -154,10 +158,6 @@ _INSTANCE_TYPE_SCHEME: Final = re.compile(r"(^[a-z]+)(\-[0-9]+tb)?([0-9]+).*\.")
 _TENANCIES: Final = frozenset({"default", "dedicated"})
 
 BUILTIN_FACTS_RESOURCE: Final = "data/aws-instance-types.json"
-
-
-class FactsError(ValueError):
-    """The instance facts document does not have the shape scripts/gen_aws_catalog.py writes."""
 
 
 # --------------------------------------------------------------------------- facts
@@ -257,75 +257,57 @@ class NodeKnobs:
         return self.ami_family.startswith("Windows")
 
 
-def _get(
-    record: Mapping[str, object],
-    key: str,
-    kind: type | tuple[type, ...],
-    where: str,
-    default: object = ...,
-) -> object:
-    if key not in record or record[key] is None:
-        if default is ...:
-            raise FactsError(f"{where}.{key}: required field is missing")
-        return default
-    value = record[key]
-    # bool is an int subclass; only accept it where a bool is asked for.
-    if isinstance(value, bool) and kind is not bool:
-        raise FactsError(f"{where}.{key}: expected {kind}, got {value!r}")
-    if not isinstance(value, kind):
-        raise FactsError(f"{where}.{key}: expected {kind}, got {value!r}")
-    return value
+# Field readers over one facts record: ``where`` is the record's path. A missing required key is
+# "required field is missing"; an optional one that is missing or null reads as its default.
 
 
 def _int(record: Mapping[str, object], key: str, where: str, default: int | None = None) -> int:
-    value = _get(record, key, int, where, ... if default is None else default)
-    assert isinstance(value, int)
-    return value
+    path = f"{where}.{key}"
+    if default is None:
+        return fields.json_int(fields.required_key(record, key, where), path, required=True)
+    return fields.json_int(record.get(key), path, default)
 
 
 def _opt_int(record: Mapping[str, object], key: str, where: str) -> int | None:
-    value = _get(record, key, int, where, None)
-    return value if isinstance(value, int) else None
+    value = record.get(key)
+    return None if value is None else fields.json_int(value, f"{where}.{key}")
 
 
 def _str(record: Mapping[str, object], key: str, where: str, default: str | None = None) -> str:
-    value = _get(record, key, str, where, ... if default is None else default)
-    assert isinstance(value, str)
-    return value
+    path = f"{where}.{key}"
+    if default is None:
+        return fields.json_str(fields.required_key(record, key, where), path, required=True)
+    return fields.json_str(record.get(key), path, default)
 
 
 def _bool(record: Mapping[str, object], key: str, where: str) -> bool:
-    value = _get(record, key, bool, where, False)
-    assert isinstance(value, bool)
-    return value
+    return fields.json_bool(record.get(key), f"{where}.{key}")
 
 
 def _opt_float(record: Mapping[str, object], key: str, where: str) -> float | None:
-    value = _get(record, key, (int, float), where, None)
-    return float(value) if isinstance(value, int | float) else None
+    value = record.get(key)
+    return None if value is None else fields.json_number(value, f"{where}.{key}")
 
 
 def _strs(
     record: Mapping[str, object], key: str, where: str, default: tuple[str, ...] = ()
 ) -> tuple[str, ...]:
-    value = _get(record, key, list, where, list(default))
-    assert isinstance(value, list)
-    if not all(isinstance(v, str) for v in value):
-        raise FactsError(f"{where}.{key}: expected a list of strings")
-    return tuple(value)
+    value = record.get(key)
+    return (
+        default
+        if value is None
+        else tuple(fields.json_str_list(value, f"{where}.{key}", required=True))
+    )
 
 
 def _records(
     record: Mapping[str, object], key: str, where: str
 ) -> list[tuple[Mapping[str, object], str]]:
-    value = _get(record, key, list, where, [])
-    assert isinstance(value, list)
-    out: list[tuple[Mapping[str, object], str]] = []
-    for index, item in enumerate(value):
-        if not isinstance(item, Mapping):
-            raise FactsError(f"{where}.{key}[{index}]: expected an object")
-        out.append((item, f"{where}.{key}[{index}]"))
-    return out
+    path = f"{where}.{key}"
+    return [
+        (fields.json_object(item, f"{path}[{index}]", required=True), f"{path}[{index}]")
+        for index, item in enumerate(fields.json_list(record.get(key), path))
+    ]
 
 
 def _accelerators(record: Mapping[str, object], key: str, where: str) -> tuple[Accelerator, ...]:
@@ -381,14 +363,10 @@ def _facts_from_record(record: Mapping[str, object], where: str) -> InstanceType
 def parse_facts(document: object) -> list[InstanceTypeFacts]:
     """Facts from the parsed JSON document (``{"instanceTypes": [...]}``) or its bare list."""
     records = document.get("instanceTypes") if isinstance(document, Mapping) else document
-    if not isinstance(records, list):
-        raise FactsError("instanceTypes: expected a list of instance type records")
     out: list[InstanceTypeFacts] = []
-    for index, record in enumerate(records):
+    for index, record in enumerate(fields.json_list(records, "instanceTypes", required=True)):
         where = f"instanceTypes[{index}]"
-        if not isinstance(record, Mapping):
-            raise FactsError(f"{where}: expected an object")
-        out.append(_facts_from_record(record, where))
+        out.append(_facts_from_record(fields.json_object(record, where, required=True), where))
     return out
 
 
@@ -749,7 +727,7 @@ def aws_instance_types(
 def _builtin_facts() -> tuple[InstanceTypeFacts, ...]:
     document = load_builtin_facts()
     if not isinstance(document, Mapping):
-        raise FactsError(f"{BUILTIN_FACTS_RESOURCE}: expected a JSON object")
+        raise fields.ParseError(BUILTIN_FACTS_RESOURCE, "expected a JSON object")
     return tuple(parse_facts(document))
 
 
