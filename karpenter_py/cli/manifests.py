@@ -438,7 +438,7 @@ class _Collector:
     pods: list[tuple[Pod, Source]] = field(default_factory=list)
     daemonsets: list[Pod] = field(default_factory=list)
     nodes: dict[str, tuple[Node, Source]] = field(default_factory=dict)
-    claims: list[tuple[NodeClaim, Source]] = field(default_factory=list)
+    claims: dict[str, tuple[NodeClaim, Source]] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     pod_sources: dict[str, Source] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -663,9 +663,12 @@ def _read_nodeclaim(col: _Collector, doc: JSON, source: Source) -> None:
         claim = NodeClaim.model_validate(doc)
     except ValidationError as err:
         raise validation_error(source, err) from None
-    if not claim.metadata.name:
+    name = claim.metadata.name
+    if not name:
         raise source.error("name is required", "metadata.name")
-    col.claims.append((claim, source))
+    if name in col.claims:
+        raise source.error(f"NodeClaim {name} is also defined by {col.claims[name][1].describe()}")
+    col.claims[name] = (claim, source)
 
 
 T = TypeVar("T")
@@ -837,7 +840,7 @@ def _finish(col: _Collector) -> Manifests:
         cluster=ClusterObjects(
             nodepools=tuple(col.nodepools.values()),
             nodeclasses=dict(col.ec2nodeclasses),
-            nodeclaims=tuple(col.claims),
+            nodeclaims=tuple(col.claims.values()),
             nodes=tuple(col.nodes.values()),
             pods=tuple(pods),
             daemonsets={f"{p.namespace}/{p.name}": p for p in col.daemonsets},

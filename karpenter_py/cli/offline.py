@@ -314,8 +314,8 @@ def _node_names(cluster: Cluster, objects: ClusterObjects, now: datetime) -> set
     for sn in cluster.state_nodes(now):
         if sn.node is not None:
             continue
-        if sn.name in names:
-            source = claim_sources[sn.nodeclaim_name]
+        source = claim_sources.get(sn.nodeclaim_name)
+        if sn.name in names and source is not None:
             raise source.error(f"node {sn.name} is defined twice", "status.nodeName")
         names.add(sn.name)
     return names
