@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ if __package__ in (None, ""):  # run as a script: the repo root holds benchmarks
 
 from benchmarks.awsworld import EC2NODECLASSES, AwsWorld, aws_world
 from karpenter_py.cli.manifests import load_manifests
+from karpenter_py.cli.offline import build_cluster
 from karpenter_py.cli.plan import solve_input as plan_solve_input
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.kube.client import KubeClient
@@ -300,7 +302,9 @@ def plan_price(replicas: int, catalog: Sequence[InstanceType]) -> tuple[float, i
         path = Path(tmp) / "cluster.yaml"
         path.write_text(yaml.safe_dump_all(docs))
         manifests = load_manifests([str(path)])
-    plan = solve(plan_solve_input(manifests, catalog), namespace_labels=manifests.namespace_labels)
+    now = datetime.now(UTC)
+    snapshot = build_cluster(manifests.cluster, now)[0].snapshot(now)
+    plan = solve(plan_solve_input(snapshot, catalog), namespace_labels=snapshot.namespace_labels)
     if plan.errors:
         raise RuntimeError(f"plan left {len(plan.errors)} pods unschedulable: {plan.errors[0]}")
     return plan.hourly_cost, len(plan.new_node_claims)

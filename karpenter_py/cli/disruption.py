@@ -2,13 +2,15 @@
 
 The input is what a cluster dump gives (``kubectl get nodes,pods,nodeclaims,nodepools,pdb,
 daemonsets,namespaces -A -o yaml``) or hand-written files of the same kinds, read by the same
-reader as ``plan`` (``karpenter_py.cli.manifests``; its ``Manifests.cluster`` view). The objects
-go into a :class:`~karpenter_py.state.cluster.Cluster`, whose ``snapshot()`` joins NodeClaims to
-Nodes by providerID and ``status.nodeName``, and the controller's own decision code runs on it:
+reader as ``plan`` (``karpenter_py.cli.manifests``). The objects go into a
+:class:`~karpenter_py.state.cluster.Cluster` by the builder ``plan`` uses too
+(``karpenter_py.cli.offline.build_cluster``), whose ``snapshot()`` joins NodeClaims to Nodes by
+providerID and ``status.nodeName``, and the controller's own decision code runs on it:
 ``karpenter_py.controllers.disruption.decide.evaluate`` applies each command to the cluster as it
 would leave it and looks again, so the output lists every command in order.
 
-Offline, a few things a cluster would provide are filled in, each as the controllers would:
+Offline, a few things a cluster would provide are filled in by the builder, each as the
+controllers would:
 
 * A Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the input (a hand-written
   file) gets a synthesized NodeClaim named after it: ``Launched``, ``Registered`` and
@@ -32,8 +34,9 @@ Offline, a few things a cluster would provide are filled in, each as the control
   expected - maxUnavailable, ``minAvailable`` (int, or a percentage rounded up) gives desired
   healthy directly; allowed = healthy - desired, and 0 when negative, when nothing is expected
   or when neither field is set.
-* Every NodePool's NodeClass counts as Ready (``plan`` resolves no NodeClasses), and every pool
-  may use its whole instance-type catalog, chosen as ``plan`` chooses it
+* A NodePool's NodeClass counts as Ready (``plan`` resolves no NodeClasses) unless it is an
+  EC2NodeClass of the input that selects no AMI (a v1beta1 Ubuntu class without
+  ``amiSelectorTerms``), and every pool may use its whole instance-type catalog, chosen as ``plan`` chooses it
   (``karpenter_py.cli.plan.load_catalogs``: ``--instance-types``, else the built-in AWS one,
   sized under the pool's EC2NodeClass when the input has it); the solver filters by each pool's
   requirements.
@@ -65,21 +68,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, TextIO
 
-from pydantic import ValidationError
-
 from karpenter_py.cli import plan as plan_cli
-from karpenter_py.cli.manifests import (
-    JSON,
-    ClusterObjects,
-    ManifestError,
-    Source,
-    load_manifests,
-    validation_error,
-)
+from karpenter_py.cli.manifests import ManifestError, load_manifests
+from karpenter_py.cli.offline import build_cluster
 from karpenter_py.cli.plan import (
     ESTIMATED_MARK,
     EXIT_OK,
@@ -96,42 +91,11 @@ from karpenter_py.cli.plan import (
 )
 from karpenter_py.controllers.disruption.decide import Facts, evaluate, hourly_price
 from karpenter_py.controllers.disruption.types import Candidate, Command, Decision
-from karpenter_py.controllers.nodeclaim.common import nodepool_of
-from karpenter_py.controllers.nodeclaim.disruption import set_consolidatable, set_drifted
-from karpenter_py.controllers.nodeclaim.drift import nodepool_drift
-from karpenter_py.model.api.nodeclaim import (
-    CONDITION_CONSOLIDATABLE,
-    CONDITION_DRIFTED,
-    CONDITION_LAUNCHED,
-    NodeClaim,
-)
-from karpenter_py.model.api.nodepool import NodePool
-from karpenter_py.model.core import Node, Pod
-from karpenter_py.model.fields import ParseError
 from karpenter_py.model.instancetype import InstanceType
-from karpenter_py.model.labels import (
-    ANNOTATION_NODEPOOL_HASH,
-    LABEL_CAPACITY_TYPE,
-    LABEL_INSTANCE_TYPE,
-    LABEL_NODEPOOL,
-    LABEL_TOPOLOGY_ZONE,
-)
-from karpenter_py.scheduling.fromstate import nodeclass_key
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.scheduling.instances import IndexCache
 from karpenter_py.scheduling.plan import NewNodeClaim
-from karpenter_py.state.cluster import Cluster
-from karpenter_py.state.ingest import pdb_from_dict
-from karpenter_py.state.pdb import PodDisruptionBudget
 from karpenter_py.state.snapshot import Snapshot
-
-PDB_API_VERSION: Final = "policy/v1"
-# Initialization time of a synthesized NodeClaim whose Node has no creationTimestamp: long ago.
-LONG_AGO: Final = "1970-01-01T00:00:00Z"
-# nodeClassRef of a synthesized NodeClaim whose NodePool is not in the input (never read: the
-# decision reports the node as "NodePool ... not found").
-_SYNTHESIZED_NODECLASS: Final = {"group": "karpenter.sh", "kind": "Unknown", "name": "unknown"}
-
 
 # ----------------------------------------------------------------------------- --now
 
@@ -148,198 +112,10 @@ def parse_now(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
-# ----------------------------------------------------------------------------- PDBs
-
-
-def _scaled(value: object, total: int, path: str) -> int:
-    """An IntOrString as Kubernetes scales it (percentages of ``total``, rounded up)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 0:
-            raise ParseError(path, f"must be greater than or equal to 0, got {value}")
-        return value
-    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit():
-        percent = int(value[:-1])
-        if percent > 100:
-            raise ParseError(path, f"must not be greater than 100%, got {value!r}")
-        return -(-percent * total // 100)
-    raise ParseError(path, f"must be an integer or a percentage (e.g. '50%'), got {value!r}")
-
-
-def computed_disruptions_allowed(spec: Mapping[str, object], pods: Sequence[Pod]) -> int:
-    """The disruption controller's ``disruptionsAllowed`` for a PDB whose selector matches
-    ``pods``: bound, non-terminating pods count as healthy; every matching pod is expected."""
-    min_available = spec.get("minAvailable")
-    max_unavailable = spec.get("maxUnavailable")
-    if min_available is not None and max_unavailable is not None:
-        raise ParseError("spec", "minAvailable and maxUnavailable cannot both be set")
-    expected = len(pods)
-    healthy = sum(1 for p in pods if p.node_name and not p.is_terminating())
-    if max_unavailable is not None:
-        desired = max(0, expected - _scaled(max_unavailable, expected, "spec.maxUnavailable"))
-    elif min_available is not None:
-        desired = _scaled(min_available, expected, "spec.minAvailable")
-    else:
-        return 0  # no rule: the controller expects nothing and allows nothing
-    allowed = healthy - desired
-    return allowed if expected > 0 and allowed > 0 else 0
-
-
-def read_pdb(doc: JSON, source: Source, pods: Sequence[Pod]) -> PodDisruptionBudget:
-    """A PodDisruptionBudget document as the cluster model keeps it."""
-    api_version = doc.get("apiVersion")
-    if api_version != PDB_API_VERSION:
-        if not api_version:
-            raise source.error("apiVersion is required", "apiVersion")
-        raise source.error(
-            f"PodDisruptionBudget is served as {PDB_API_VERSION}, not {api_version!r}",
-            "apiVersion",
-        )
-    try:
-        pdb = pdb_from_dict(doc)
-        status = doc.get("status")
-        status = status if isinstance(status, dict) else {}
-        given = status.get("disruptionsAllowed")
-        if given is not None:
-            if isinstance(given, bool) or not isinstance(given, int) or given < 0:
-                raise ParseError(
-                    "status.disruptionsAllowed", f"expected a count (>= 0), got {given!r}"
-                )
-            return pdb
-        spec = doc.get("spec")
-        spec = spec if isinstance(spec, dict) else {}
-        covered = [p for p in pods if pdb.covers(p)]
-        return replace(pdb, disruptions_allowed=computed_disruptions_allowed(spec, covered))
-    except ParseError as err:
-        raise source.error(err.problem, err.path) from None
-
-
-# ----------------------------------------------------------------------------- NodeClaims
-
-
-def synthesized_nodeclaim(
-    node: Node, nodepool: NodePool | None, source: Source, *, name: str
-) -> NodeClaim:
-    """The NodeClaim a cluster would hold for a managed Node given without one."""
-    created = node.creation_timestamp or LONG_AGO
-    try:
-        datetime.fromisoformat(created)
-    except ValueError:
-        raise source.error(
-            f"not an RFC 3339 time: {created!r}", "metadata.creationTimestamp"
-        ) from None
-    labels = dict(node.labels)
-    requirements = [
-        {"key": key, "operator": "In", "values": [labels[key]]}
-        for key in (LABEL_NODEPOOL, LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE, LABEL_CAPACITY_TYPE)
-        if labels.get(key)
-    ]
-    spec: dict[str, object] = {"requirements": requirements}
-    if nodepool is not None:
-        tspec = nodepool.spec.template.spec
-        ref = tspec.node_class_ref
-        spec["nodeClassRef"] = {"group": ref.group, "kind": ref.kind, "name": ref.name}
-        spec["expireAfter"] = tspec.expire_after
-        if tspec.termination_grace_period is not None:
-            spec["terminationGracePeriod"] = tspec.termination_grace_period
-    else:
-        spec["nodeClassRef"] = dict(_SYNTHESIZED_NODECLASS)
-    metadata: dict[str, object] = {"name": name, "labels": labels}
-    if node.creation_timestamp:
-        metadata["creationTimestamp"] = node.creation_timestamp
-    conditions = [
-        {"type": t, "status": "True", "reason": t, "lastTransitionTime": created}
-        for t in ("Launched", "Registered", "Initialized")
-    ]
-    try:
-        return NodeClaim.model_validate(
-            {
-                "metadata": metadata,
-                "spec": spec,
-                "status": {
-                    "providerID": node.provider_id,
-                    "nodeName": node.name,
-                    "conditions": conditions,
-                },
-            }
-        )
-    except ValidationError as err:
-        # Only the Node's own fields can be wrong here: its labels or its creationTimestamp.
-        located = validation_error(source, err)
-        timed = "creationTimestamp" in located.path or "lastTransitionTime" in located.path
-        field = "metadata.creationTimestamp" if timed else "metadata.labels"
-        raise source.error(located.message, field) from None
-
-
-def refresh_conditions(nc: NodeClaim, np: NodePool, now: datetime) -> None:
-    """Fill in, in place, the conditions the NodeClaim controller would have written by ``now``:
-    ``Consolidatable`` when absent, and ``Drifted`` from NodePool drift when absent and the
-    NodeClaim carries a nodepool-hash."""
-    if nc.status.get_condition(CONDITION_CONSOLIDATABLE) is None:
-        set_consolidatable(nc, np, now)
-    if (
-        nc.status.get_condition(CONDITION_DRIFTED) is None
-        and nc.metadata.annotations.get(ANNOTATION_NODEPOOL_HASH)
-        and nc.status.is_true(CONDITION_LAUNCHED)
-    ):
-        reason = nodepool_drift(nc, np)
-        if reason:
-            set_drifted(nc, reason, now)
-
-
 NO_NODEPOOL_CANDIDATES: Final = (
     "no NodePool found; no node is a disruption candidate (nodes no NodePool manages are left "
     "alone)"
 )
-
-
-# ----------------------------------------------------------------------------- the cluster
-
-
-def build_cluster(
-    objects: ClusterObjects,
-    now: datetime,
-    *,
-    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
-) -> Cluster:
-    """The objects in a Cluster, with what the controllers would have added (see the module
-    docstring): synthesized NodeClaims, conditions, computed PDBs, Ready NodeClasses."""
-    cluster = Cluster()
-    pools = {np.metadata.name: np for np in objects.nodepools}
-    for np in objects.nodepools:
-        cluster.upsert_nodepool(np)
-        cluster.upsert_nodeclass(nodeclass_key(np), True)
-    for nc, _ in objects.nodeclaims:
-        cluster.upsert_nodeclaim(nc.model_copy(deep=True))
-    sources = {node.name: source for node, source in objects.nodes}
-    for node, _ in objects.nodes:
-        cluster.upsert_node(node)
-    # Join as the cluster does (providerID, then status.nodeName): managed Nodes left without a
-    # NodeClaim get one.
-    for sn in cluster.state_nodes(now):
-        if sn.node is None or sn.nodeclaim is not None or not sn.node_pool:
-            continue
-        name = sn.node.name
-        while name in cluster.nodeclaims:
-            name += "-synthesized"
-        cluster.upsert_nodeclaim(
-            synthesized_nodeclaim(
-                sn.node, pools.get(sn.node_pool), sources[sn.node.name], name=name
-            )
-        )
-    for nc in cluster.nodeclaims.values():
-        pool = pools.get(nodepool_of(nc))
-        if pool is not None:
-            refresh_conditions(nc, pool, now)
-    for pod in objects.pods:
-        cluster.upsert_pod(pod)
-    for key, template in objects.daemonsets.items():
-        cluster.upsert_daemonset(key, template)
-    cluster.namespace_labels = {k: dict(v) for k, v in (namespace_labels or {}).items()}
-    cluster.replace_pdbs(read_pdb(doc, source, objects.pods) for doc, source in objects.pdbs)
-    cluster.replace_pvcs(objects.storage.claims.values())
-    cluster.replace_pvs(objects.storage.volumes.values())
-    cluster.replace_storage_classes(objects.storage.classes.values())
-    return cluster
 
 
 # ----------------------------------------------------------------------------- the decision
@@ -373,17 +149,14 @@ class DisruptionPlan:
 
 
 def plan_disruption(
-    manifests_cluster: ClusterObjects,
+    snapshot: Snapshot,
     catalog: Sequence[InstanceType] | PoolCatalogs,
-    now: datetime,
     *,
     options: SolveOptions | None = None,
-    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> DisruptionPlan:
-    """Evaluate disruption on the input with the controller's decision code (``catalog``: one
+    """Evaluate disruption on the snapshot with the controller's decision code (``catalog``: one
     list for every pool, or ``plan_cli.load_catalogs``' per-pool ones)."""
-    cluster = build_cluster(manifests_cluster, now, namespace_labels=namespace_labels)
-    snapshot = cluster.snapshot(now)
+    now = snapshot.now
     catalogs = as_pool_catalogs(catalog)
     instance_types: dict[str, Sequence[InstanceType]] = {
         name: catalogs.of(name) for name in snapshot.nodepools
@@ -567,21 +340,22 @@ def run_disruption(
     try:
         at = parse_now(now) if now is not None else datetime.now(UTC)
         manifests = load_manifests(files)
-        for warning in manifests.cluster.warnings:
+        # A dump lists the pods its workloads made: workloads are not expanded here.
+        objects = manifests.cluster.without_workloads()
+        cluster, warnings = build_cluster(objects, at)
+        for warning in (*manifests.warnings, *warnings):
             print(f"warning: {warning}", file=stderr)
         # Without NodePools the decision still runs: no node is a candidate, and each one is
         # listed with why (as the controller leaves nodes no NodePool manages alone); with
         # neither NodePools nor Nodes there is nothing to decide about.
-        if not manifests.pools and not manifests.cluster.nodes:
+        if not objects.nodepools and not objects.nodes:
             raise PlanError(NO_NODEPOOL_OR_NODE)
-        if not manifests.pools:
+        if not objects.nodepools:
             print(f"warning: {NO_NODEPOOL_CANDIDATES}", file=stderr)
         result = plan_disruption(
-            manifests.cluster,
-            plan_cli.load_catalogs(manifests, instance_types),
-            at,
+            cluster.snapshot(at),
+            plan_cli.load_catalogs(objects, instance_types),
             options=options,
-            namespace_labels=manifests.namespace_labels,
         )
     except (ManifestError, PlanError) as err:
         print(f"error: {err}", file=stderr)

@@ -41,8 +41,10 @@ DISRUPTION_HELP = (
     "with a karpenter.sh/nodepool-hash annotation is also checked for NodePool drift; a "
     "PodDisruptionBudget without status.disruptionsAllowed gets it from minAvailable or "
     "maxUnavailable (percentages rounded up) over the matching pods in the input, bound pods "
-    "counted healthy. Every NodeClass counts as Ready and every NodePool may use its whole "
-    "catalog, chosen as plan chooses it (sized under its EC2NodeClass when the input has it)."
+    "counted healthy. Every NodeClass counts as Ready (but an EC2NodeClass of the input that "
+    "selects no AMI, as a v1beta1 Ubuntu class without amiSelectorTerms) and every NodePool may "
+    "use its whole catalog, chosen as plan chooses it (sized under its EC2NodeClass when the "
+    "input has it)."
 )
 
 

@@ -1,21 +1,25 @@
-"""Read ordinary Kubernetes YAML into what the solver needs.
+"""Read ordinary Kubernetes YAML into cluster objects.
 
 ``load_manifests`` turns the files given to ``karpenter-py plan -f`` into a :class:`Manifests`:
-NodePools as :class:`PoolTemplate`, the pending pods to plan, DaemonSet template pods (overhead on
-every new node) and Nodes with the pods bound to them (existing capacity).
+the objects a cluster would hold (:class:`ClusterObjects`: NodePools, NodeClaims, Nodes, pods,
+DaemonSet templates, storage objects, ...) and the warnings reading them gave. Nothing here is
+solver-shaped: ``karpenter_py.cli.offline`` puts the objects in a ``state.Cluster`` and both
+``plan`` and ``plan --disruption`` go from its snapshot as the controller goes (an import-linter
+contract keeps this module away from ``scheduling`` and ``state``).
 
 Kinds and what happens to them:
 
-* ``NodePool`` (karpenter.sh/v1): validated by the pydantic API model, becomes a pool template.
+* ``NodePool`` (karpenter.sh/v1): validated by the pydantic API model.
 * v1beta1 ``NodePool``/``NodeClaim`` (karpenter.sh/v1beta1) and ``EC2NodeClass``
   (karpenter.k8s.aws/v1beta1), as older guides write them: validated as v1beta1, converted to v1
   by ``karpenter_py.model.api.convert`` (as the conversion webhook converts them) and then read as
   v1 objects; one warning per converted object says what changed. A v1beta1 NodeClaim is read
   after every other document: it takes the ``expireAfter`` of the NodePool its
   ``karpenter.sh/nodepool`` label names when that NodePool is in the input (720h otherwise).
-* ``Pod`` (v1): pending (no ``spec.nodeName``) pods are planned; bound pods use their Node's
-  capacity. Finished pods (Succeeded/Failed) are skipped, as are unbound pods that are being
-  deleted or that others place (DaemonSet-owned, mirror pods).
+* ``Pod`` (v1): pending (no ``spec.nodeName``) pods are marked unschedulable, as the
+  kube-scheduler leaves the pods Karpenter plans for; bound pods use their Node's capacity.
+  Finished pods (Succeeded/Failed) are skipped, as are unbound pods that are being deleted or
+  that others place (DaemonSet-owned, mirror pods).
 * ``Deployment``/``ReplicaSet``/``StatefulSet`` (apps/v1), ``ReplicationController`` (v1) and
   ``Job`` (batch/v1) are expanded to ``spec.replicas`` pods (default 1; a Job runs
   ``min(parallelism, completions)`` pods, none when suspended). Names are deterministic:
@@ -26,10 +30,8 @@ Kinds and what happens to them:
   and ``matchLabelKeys`` behave as in a cluster.
 * ``DaemonSet`` (apps/v1): its pod template is daemonset overhead for new nodes.
 * ``Node`` (v1): existing capacity; its NodePool is its ``karpenter.sh/nodepool`` label.
-* ``NodeClaim`` (karpenter.sh/v1): one whose Node is in the input is skipped (the Node stands for
-  it); a launched one (``status.capacity``) without its Node is in-flight capacity; one not yet
-  launched is skipped with a warning.
-* ``EC2NodeClass``: validated by its API model and kept by name (``Manifests.nodeclasses``):
+* ``NodeClaim`` (karpenter.sh/v1): validated and kept; the cluster model joins it to its Node.
+* ``EC2NodeClass``: validated by its API model and kept by name (``ClusterObjects.nodeclasses``):
   ``plan`` sizes the built-in catalog's instance types for each NodePool under its class's AMI
   family, kubelet settings (or the NodePool's v1beta1 kubelet annotation) and root volume /
   instance store settings, as the controller does. AMIs, subnets and security groups are not
@@ -46,16 +48,13 @@ Kinds and what happens to them:
   become the claims ``<template>-<statefulset>-<ordinal>``: one in the input is used as is (a
   claim created earlier, perhaps bound to a zonal volume); a missing one is the unbound claim the
   controller would create, when its StorageClass (the template's, else the input's default class)
-  is in the input, and is otherwise not simulated (with a warning).
+  is in the input, and is otherwise not simulated (with a warning, ``Manifests.workload_warnings``).
 * Well-known kinds that do not change where pods go (Service, ConfigMap, Secret, RBAC,
   PodDisruptionBudget, PriorityClass, ...; see ``IGNORED_KINDS``) are skipped silently.
-  PodDisruptionBudgets are kept, unparsed, for ``plan --disruption``, which reads them.
+  PodDisruptionBudgets are kept, unparsed; ``karpenter_py.cli.offline`` reads them.
 
-``Manifests.cluster`` holds the same input as a cluster would hold it, for
-``karpenter-py plan --disruption`` (see ``karpenter_py.cli.disruption``): the NodePool models,
-every NodeClaim (those whose Node is in the input too), the Nodes, the pods of Pod documents (not
-the pods workloads would create: a cluster dump lists those as Pods), DaemonSet templates,
-storage objects and the PodDisruptionBudget documents.
+``ClusterObjects.without_workloads`` leaves out the pods workloads would create, for
+``plan --disruption``: a cluster dump lists those as Pods.
 
 Anything else is an error: an unknown kind, a wrong apiVersion for a known kind, a document that is
 not an object, YAML that does not parse or a field that does not validate. Every error is a
@@ -77,7 +76,6 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from karpenter_py.model.api import convert, v1beta1
-from karpenter_py.model.api.common import Taint as ApiTaint
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
@@ -86,10 +84,8 @@ from karpenter_py.model.core import (
     Node,
     OwnerRef,
     Pod,
-    Taint,
     label_selector_from_dict,
     node_from_dict,
-    normalize_label,
     pod_from_dict,
     pod_from_parts,
 )
@@ -101,8 +97,7 @@ from karpenter_py.model.fields import (
     json_str,
     string_map,
 )
-from karpenter_py.model.labels import AWS_GROUP, LABEL_NODEPOOL
-from karpenter_py.model.quantity import parse_resources
+from karpenter_py.model.labels import AWS_GROUP
 from karpenter_py.model.storage import (
     PersistentVolume,
     PersistentVolumeClaim,
@@ -112,14 +107,6 @@ from karpenter_py.model.storage import (
     pvc_from_dict,
     storage_class_from_dict,
 )
-from karpenter_py.scheduling.fromstate import reserve_daemonsets
-from karpenter_py.scheduling.inputs import (
-    ExistingNode,
-    PoolTemplate,
-    VolumeAlternatives,
-    pool_template,
-)
-from karpenter_py.scheduling.volumes import volume_inputs
 
 JSON = dict[str, object]
 
@@ -364,45 +351,48 @@ def _safe_hash(value: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ClusterObjects:
-    """The input as a cluster holds it, for ``plan --disruption``: objects, not solver input."""
+    """The input as a cluster holds it: objects, nothing solver-shaped (``karpenter_py.cli.offline``
+    puts them in a cluster model). Each object keeps its :class:`Source` for messages."""
 
-    nodepools: tuple[NodePool, ...] = ()
+    nodepools: tuple[tuple[NodePool, Source], ...] = ()
+    # EC2NodeClasses by name: their knobs size the instance types of the NodePools naming them,
+    # and a class that would not become Ready leaves its NodePools idle.
+    nodeclasses: Mapping[str, tuple[EC2NodeClass, Source]] = field(default_factory=dict)
     nodeclaims: tuple[tuple[NodeClaim, Source], ...] = ()  # all of them, in input order
     nodes: tuple[tuple[Node, Source], ...] = ()
-    # Pods of Pod documents, bound (spec.nodeName) or pending (marked unschedulable); finished
-    # pods are left out. Pods a workload would create are not here.
-    pods: tuple[Pod, ...] = ()
+    # Pods in input order: bound ones (spec.nodeName), pending ones (marked unschedulable, as the
+    # kube-scheduler leaves them) and the pods workloads would create (pending; their source is
+    # the workload). Finished pods are left out.
+    pods: tuple[tuple[Pod, Source], ...] = ()
     daemonsets: Mapping[str, Pod] = field(default_factory=dict)  # namespace/name -> template pod
     pdbs: tuple[tuple[JSON, Source], ...] = ()  # PodDisruptionBudget documents, unparsed
     storage: StorageObjects = field(default_factory=StorageObjects)
-    warnings: tuple[str, ...] = ()
+    # Labels of the declared Namespaces (with the kubernetes.io/metadata.name label).
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def without_workloads(self) -> ClusterObjects:
+        """Only the pods of Pod documents: a cluster dump lists the pods its workloads made."""
+        pods = tuple((p, source) for p, source in self.pods if source.kind == "Pod")
+        return dataclasses.replace(self, pods=pods)
+
+    def ec2nodeclass_for(self, ref: tuple[str, str, str]) -> EC2NodeClass | None:
+        """The EC2NodeClass of the input that a (group, kind, name) ref names."""
+        group, kind, name = ref
+        if (group, kind) != (AWS_GROUP, "EC2NodeClass"):
+            return None
+        found = self.nodeclasses.get(name)
+        return found[0] if found is not None else None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Manifests:
-    """Everything ``plan`` read, ready to become a SolveInput."""
+    """Everything the files hold, and what reading them had to say."""
 
-    pools: list[PoolTemplate] = field(default_factory=list)
-    # NodePools read but left out: their NodeClass would not let the controller launch.
-    idle_pools: list[str] = field(default_factory=list)
-    pending: list[Pod] = field(default_factory=list)  # to plan, in input order
-    daemonsets: list[Pod] = field(default_factory=list)  # one template pod per DaemonSet
-    existing: list[ExistingNode] = field(default_factory=list)
-    # Namespace labels for namespaceSelectors: declared Namespaces plus every namespace a pod is
-    # in, each with the kubernetes.io/metadata.name label the API server sets.
-    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    # Volume topology of the pending pods, by pod key (see ``scheduling.volumes``).
-    volume_requirements: dict[str, VolumeAlternatives] = field(default_factory=dict)
-    volume_errors: dict[str, str] = field(default_factory=dict)
-    # The same input as cluster objects, for ``plan --disruption``.
     cluster: ClusterObjects = field(default_factory=ClusterObjects)
-    # EC2NodeClasses by name: their knobs size the instance types of the NodePools naming them.
-    nodeclasses: dict[str, EC2NodeClass] = field(default_factory=dict)
-
-    def has_target(self) -> bool:
-        """Whether there is anything to plan onto: a NodePool (even an idle one) or a Node."""
-        return bool(self.pools or self.idle_pools or self.existing)
+    warnings: list[str] = field(default_factory=list)
+    # Warnings about the pods workloads would create (their volumeClaimTemplates): only for a
+    # command that plans those pods.
+    workload_warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,12 +405,11 @@ class _TemplateClaim:
 
 @dataclass(slots=True)
 class _Collector:
-    pools: dict[str, tuple[PoolTemplate, Source]] = field(default_factory=dict)
-    pending: list[Pod] = field(default_factory=list)
-    bound: list[tuple[Pod, Source]] = field(default_factory=list)
+    nodepools: dict[str, tuple[NodePool, Source]] = field(default_factory=dict)
+    pods: list[tuple[Pod, Source]] = field(default_factory=list)
     daemonsets: list[Pod] = field(default_factory=list)
-    nodes: dict[str, tuple[ExistingNode, Source]] = field(default_factory=dict)
-    claims: list[tuple[NodeClaim, Source]] = field(default_factory=list)
+    nodes: dict[str, tuple[Node, Source]] = field(default_factory=dict)
+    claims: dict[str, tuple[NodeClaim, Source]] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     pod_sources: dict[str, Source] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -429,8 +418,6 @@ class _Collector:
     classes: dict[str, tuple[StorageClass, Source]] = field(default_factory=dict)
     # Pending StatefulSet pod key -> the claims its volumeClaimTemplates give it.
     template_claims: dict[str, tuple[_TemplateClaim, ...]] = field(default_factory=dict)
-    # For ``plan --disruption``: the NodePool models and the PodDisruptionBudget documents.
-    nodepool_models: dict[str, NodePool] = field(default_factory=dict)
     pdbs: list[tuple[JSON, Source]] = field(default_factory=list)
     # v1beta1 NodeClaim documents, read once every NodePool is known.
     v1beta1_claims: list[tuple[JSON, Source]] = field(default_factory=list)
@@ -462,9 +449,9 @@ def _add_pod(col: _Collector, pod: Pod, source: Source) -> None:
     if pod.is_terminal():
         return
     if pod.node_name:
-        col.bound.append((pod, source))
+        col.pods.append((pod, source))
     elif not (pod.is_terminating() or pod.is_daemonset_pod() or pod.is_mirror_pod()):
-        col.pending.append(_pending(pod))
+        col.pods.append((_pending(pod), source))
 
 
 def _read_pod(col: _Collector, doc: JSON, source: Source) -> None:
@@ -602,12 +589,7 @@ def _read_node(col: _Collector, doc: JSON, source: Source) -> None:
         raise source.error(
             f"node {node.name} is also defined by {col.nodes[node.name][1].describe()}"
         )
-    existing = ExistingNode(
-        node=node,
-        node_pool=node.labels.get(LABEL_NODEPOOL, ""),
-        marked_for_deletion=bool(node.deletion_timestamp),
-    )
-    col.nodes[node.name] = (existing, source)
+    col.nodes[node.name] = (node, source)
 
 
 def _read_nodepool(col: _Collector, doc: JSON, source: Source) -> None:
@@ -617,47 +599,12 @@ def _read_nodepool(col: _Collector, doc: JSON, source: Source) -> None:
         raise validation_error(source, err) from None
     if not model.metadata.name:
         raise source.error("name is required", "metadata.name")
-    pool = _pool_template(model)
-    if pool.name in col.pools:
+    name = model.metadata.name
+    if name in col.nodepools:
         raise source.error(
-            f"NodePool {pool.name} is also defined by {col.pools[pool.name][1].describe()}"
+            f"NodePool {name} is also defined by {col.nodepools[name][1].describe()}"
         )
-    col.pools[pool.name] = (pool, source)
-    col.nodepool_models[pool.name] = model
-
-
-def _taints(taints: Sequence[ApiTaint]) -> tuple[Taint, ...]:
-    return tuple(Taint(key=t.key, effect=t.effect, value=t.value) for t in taints)
-
-
-def _pool_template(np: NodePool) -> PoolTemplate:
-    """The scheduler's view of a validated NodePool."""
-    spec = np.spec
-    tmeta = spec.template.metadata
-    tspec = spec.template.spec
-    ref = tspec.node_class_ref
-    return pool_template(
-        name=np.metadata.name,
-        weight=spec.weight,
-        labels=tmeta.labels,
-        annotations=tmeta.annotations,
-        requirements=tspec.requirements,
-        taints=_taints(tspec.taints),
-        startup_taints=_taints(tspec.startup_taints),
-        limits=spec.limits,
-        usage=np.status.resources,
-        node_class_ref=(ref.group, ref.kind, ref.name),
-        expire_after=tspec.expire_after,
-        termination_grace_period=tspec.termination_grace_period,
-    )
-
-
-def ec2nodeclass_for(
-    nodeclasses: Mapping[str, EC2NodeClass], ref: tuple[str, str, str]
-) -> EC2NodeClass | None:
-    """The EC2NodeClass of ``nodeclasses`` (by name) that a (group, kind, name) ref names."""
-    group, kind, name = ref
-    return nodeclasses.get(name) if (group, kind) == (AWS_GROUP, "EC2NodeClass") else None
+    col.nodepools[name] = (model, source)
 
 
 # Provider NodeClasses are validated; an EC2NodeClass is kept for its knobs (plan resolves no
@@ -688,38 +635,12 @@ def _read_nodeclaim(col: _Collector, doc: JSON, source: Source) -> None:
         claim = NodeClaim.model_validate(doc)
     except ValidationError as err:
         raise validation_error(source, err) from None
-    if not claim.metadata.name:
+    name = claim.metadata.name
+    if not name:
         raise source.error("name is required", "metadata.name")
-    col.claims.append((claim, source))
-
-
-def _in_flight(claim: NodeClaim) -> ExistingNode:
-    """A launched NodeClaim whose Node is not in the input: capacity on its way.
-
-    Its labels are the claim's labels plus every single-valued ``In`` requirement (what the node
-    will carry); its taints are ``spec.taints`` (startup taints are expected to go away), as
-    upstream's state treats an uninitialized managed node.
-    """
-    labels = dict(claim.metadata.labels)
-    for req in claim.spec.requirements:
-        if req.operator == "In" and len(req.values) == 1:
-            labels.setdefault(normalize_label(req.key), req.values[0])
-    capacity = parse_resources(claim.status.capacity)
-    node = Node(
-        name=claim.status.node_name or claim.metadata.name,
-        labels=labels,
-        taints=_taints(claim.spec.taints),
-        capacity=capacity,
-        allocatable=parse_resources(claim.status.allocatable) or capacity,
-        provider_id=claim.status.provider_id,
-    )
-    return ExistingNode(
-        node=node,
-        node_pool=labels.get(LABEL_NODEPOOL, ""),
-        initialized=False,
-        in_flight=True,
-        marked_for_deletion=claim.metadata.deletion_timestamp is not None,
-    )
+    if name in col.claims:
+        raise source.error(f"NodeClaim {name} is also defined by {col.claims[name][1].describe()}")
+    col.claims[name] = (claim, source)
 
 
 T = TypeVar("T")
@@ -878,7 +799,7 @@ def _read_v1beta1_claims(col: _Collector) -> None:
     NodePool its label names, as the conversion webhook looks it up (their warnings come last)."""
     pools = {
         name: model.model_dump(by_alias=True, exclude_none=True, mode="json")
-        for name, model in col.nodepool_models.items()
+        for name, (model, _) in col.nodepools.items()
     }
     for doc, source in col.v1beta1_claims:
         api_version = str(doc.get("apiVersion"))
@@ -886,110 +807,38 @@ def _read_v1beta1_claims(col: _Collector) -> None:
 
 
 def _finish(col: _Collector) -> Manifests:
-    capacity = {name: node for name, (node, _) in col.nodes.items()}
-    for claim, source in col.claims:
-        if claim.status.node_name in col.nodes:
-            continue  # registered: its Node stands for it
-        if not claim.status.allocatable and not claim.status.capacity:
-            col.warnings.append(
-                f"{source.describe()}: NodeClaim has no status.capacity yet (not launched); ignored"
-            )
-            continue
-        flight = _in_flight(claim)
-        if flight.node.name in capacity:
-            raise source.error(f"node {flight.node.name} is defined twice", "status.nodeName")
-        capacity[flight.node.name] = flight
-
-    pods_by_node: dict[str, list[Pod]] = {}
-    for pod, source in col.bound:
-        if pod.node_name not in capacity:
-            col.warnings.append(
-                f"{source.describe()}: pod {pod.key} is bound to node {pod.node_name!r}, "
-                "which is not in the input; ignored"
-            )
-            continue
-        pods_by_node.setdefault(pod.node_name, []).append(pod)
-    existing = [
-        reserve_daemonsets(
-            dataclasses.replace(node, pods=tuple(pods_by_node.get(name, ()))), col.daemonsets
-        )
-        for name, node in capacity.items()
-    ]
-    namespaces = dict(col.namespaces)
-    for pod in (*col.pending, *col.daemonsets, *(p for p, _ in col.bound)):
-        namespaces.setdefault(pod.namespace, {LABEL_NAMESPACE_NAME: pod.namespace})
-    pending, storage = _volumes(col)
-    volume_requirements, volume_errors = volume_inputs(
-        pending, storage, require_bind_completed=False
-    )
-    nodeclasses = {name: model for name, (model, _) in col.ec2nodeclasses.items()}
-    pools = []
-    idle = []
-    for pool, source in col.pools.values():
-        nodeclass = ec2nodeclass_for(nodeclasses, pool.node_class_ref)
-        if nodeclass is None or not nodeclass.ubuntu_incompatible():
-            pools.append(_with_usage(pool, existing))
-            continue
-        # As the controller: the class is not Ready, so the pool launches nothing.
-        idle.append(pool.name)
-        col.warnings.append(
-            f"{source.describe()}: NodePool {pool.name} launches nothing: its EC2NodeClass "
-            f"{nodeclass.metadata.name} is not ready (a v1beta1 Ubuntu class without "
-            "amiSelectorTerms selects no AMI)"
-        )
+    pods, storage, workload_warnings = _volumes(col)
     return Manifests(
-        pools=pools,
-        idle_pools=idle,
-        pending=pending,
-        daemonsets=col.daemonsets,
-        existing=existing,
-        namespace_labels=namespaces,
-        warnings=col.warnings,
-        volume_requirements=volume_requirements,
-        volume_errors=volume_errors,
-        cluster=_cluster_objects(col),
-        nodeclasses=nodeclasses,
-    )
-
-
-def _cluster_objects(col: _Collector) -> ClusterObjects:
-    """The input as cluster objects (``plan --disruption``): Pod documents only, no workload
-    expansion, and every NodeClaim, registered or not."""
-    pending = [p for p in col.pending if col.pod_sources[p.key].kind == "Pod"]
-    warnings = [
-        f"{source.describe()}: pod {pod.key} is bound to node {pod.node_name!r}, "
-        "which is not in the input; ignored"
-        for pod, source in col.bound
-        if pod.node_name not in col.nodes
-    ]
-    return ClusterObjects(
-        nodepools=tuple(col.nodepool_models.values()),
-        nodeclaims=tuple(col.claims),
-        nodes=tuple((existing.node, source) for existing, source in col.nodes.values()),
-        pods=(*(p for p, _ in col.bound), *pending),
-        daemonsets={f"{p.namespace}/{p.name}": p for p in col.daemonsets},
-        pdbs=tuple(col.pdbs),
-        storage=StorageObjects(
-            claims={key: pvc for key, (pvc, _) in col.pvcs.items()},
-            volumes={name: pv for name, (pv, _) in col.pvs.items()},
-            classes={name: sc for name, (sc, _) in col.classes.items()},
+        cluster=ClusterObjects(
+            nodepools=tuple(col.nodepools.values()),
+            nodeclasses=dict(col.ec2nodeclasses),
+            nodeclaims=tuple(col.claims.values()),
+            nodes=tuple(col.nodes.values()),
+            pods=tuple(pods),
+            daemonsets={f"{p.namespace}/{p.name}": p for p in col.daemonsets},
+            pdbs=tuple(col.pdbs),
+            storage=storage,
+            namespaces=dict(col.namespaces),
         ),
-        warnings=tuple(warnings),
+        warnings=col.warnings,
+        workload_warnings=workload_warnings,
     )
 
 
-def _volumes(col: _Collector) -> tuple[list[Pod], StorageObjects]:
-    """The pending pods with their StatefulSet template claims, and the storage objects (claims
-    the StatefulSet controller would create from its templates included)."""
+def _volumes(
+    col: _Collector,
+) -> tuple[list[tuple[Pod, Source]], StorageObjects, list[str]]:
+    """The pods with their StatefulSet template claims, the storage objects (claims the
+    StatefulSet controller would create from its templates included) and a warning for each
+    workload whose templates cannot be simulated."""
     claims = {key: pvc for key, (pvc, _) in col.pvcs.items()}
     classes = {name: sc for name, (sc, _) in col.classes.items()}
     default = next((sc.name for sc in classes.values() if sc.is_default), None)
-    pending = []
+    pods = []
     skipped: dict[str, list[str]] = {}  # pod owner -> claims not simulated
-    for pod in col.pending:
-        templates = col.template_claims.get(pod.key, ())
+    for pod, source in col.pods:
         names = []
-        for t in templates:
+        for t in col.template_claims.get(pod.key, ()):
             key = f"{pod.namespace}/{t.name}"
             class_name = t.storage_class_name if t.storage_class_name is not None else default
             if key not in claims and class_name and class_name in classes:
@@ -999,31 +848,14 @@ def _volumes(col: _Collector) -> tuple[list[Pod], StorageObjects]:
             if key in claims:
                 names.append(t.name)
             else:
-                owner = col.pod_sources[pod.key].describe()
-                skipped.setdefault(owner, []).append(t.name)
-        pending.append(
-            dataclasses.replace(pod, pvc_names=(*pod.pvc_names, *names)) if names else pod
-        )
-    for owner, names in skipped.items():
-        col.warnings.append(
-            f"{owner}: volumeClaimTemplates not simulated for {', '.join(names)}: "
-            "neither the claim nor its StorageClass is in the input"
-        )
+                skipped.setdefault(source.describe(), []).append(t.name)
+        if names:
+            pod = dataclasses.replace(pod, pvc_names=(*pod.pvc_names, *names))
+        pods.append((pod, source))
+    warnings = [
+        f"{owner}: volumeClaimTemplates not simulated for {', '.join(names)}: "
+        "neither the claim nor its StorageClass is in the input"
+        for owner, names in skipped.items()
+    ]
     volumes = {name: pv for name, (pv, _) in col.pvs.items()}
-    return pending, StorageObjects(claims=claims, volumes=volumes, classes=classes)
-
-
-def _with_usage(pool: PoolTemplate, existing: Sequence[ExistingNode]) -> PoolTemplate:
-    """Usage counted against the pool's limits: the capacity of its nodes in the input.
-
-    As upstream's provisioner does (it tallies the cluster's nodes, not ``status.resources``).
-    When the input has none of the pool's nodes, the NodePool's own ``status.resources`` stands.
-    """
-    nodes = [e.node for e in existing if e.node_pool == pool.name]
-    if not nodes:
-        return pool
-    usage: dict[str, int] = {"nodes": len(nodes)}
-    for node in nodes:
-        for name, amount in node.capacity.items():
-            usage[name] = usage.get(name, 0) + amount
-    return dataclasses.replace(pool, usage=usage)
+    return pods, StorageObjects(claims=claims, volumes=volumes, classes=classes), warnings

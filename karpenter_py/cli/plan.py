@@ -22,15 +22,19 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TextIO
 
-from karpenter_py.cli.manifests import ManifestError, Manifests, ec2nodeclass_for, load_manifests
+from karpenter_py.cli.manifests import ClusterObjects, ManifestError, load_manifests
+from karpenter_py.cli.offline import build_cluster
 from karpenter_py.model.api.convert import ConversionError, kubelet_in_effect
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.scheduling import fromstate
 from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
+from karpenter_py.state.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from karpenter_py.cloudprovider.aws.instancetype_math import NodeKnobs
@@ -125,7 +129,7 @@ def as_pool_catalogs(catalog: Sequence[InstanceType] | PoolCatalogs) -> PoolCata
     return catalog if isinstance(catalog, PoolCatalogs) else PoolCatalogs(tuple(catalog))
 
 
-def load_catalogs(manifests: Manifests, instance_types: str | None) -> PoolCatalogs:
+def load_catalogs(objects: ClusterObjects, instance_types: str | None) -> PoolCatalogs:
     """Each NodePool's instance types, as the controller would build them.
 
     ``--instance-types`` (a KWOK-format file: no EC2 facts to size) is every pool's catalog.
@@ -141,9 +145,8 @@ def load_catalogs(manifests: Manifests, instance_types: str | None) -> PoolCatal
     from karpenter_py.cloudprovider.aws.knobs import knobs_for
 
     by_pool: dict[str, tuple[InstanceType, ...]] = {}
-    for nodepool in manifests.cluster.nodepools:
-        ref = nodepool.spec.template.spec.node_class_ref
-        nodeclass = ec2nodeclass_for(manifests.nodeclasses, (ref.group, ref.kind, ref.name))
+    for nodepool, _ in objects.nodepools:
+        nodeclass = objects.ec2nodeclass_for(fromstate.nodeclass_key(nodepool))
         if nodeclass is None:
             continue
         try:
@@ -163,25 +166,25 @@ def load_catalogs(manifests: Manifests, instance_types: str | None) -> PoolCatal
 # ----------------------------------------------------------------------------- input
 
 
+def has_target(objects: ClusterObjects) -> bool:
+    """Whether there is anything to plan onto: a NodePool (even an idle one), a Node or a
+    NodeClaim."""
+    return bool(objects.nodepools or objects.nodes or objects.nodeclaims)
+
+
 def solve_input(
-    manifests: Manifests,
+    snapshot: Snapshot,
     catalog: Sequence[InstanceType] | PoolCatalogs,
     options: SolveOptions | None = None,
 ) -> SolveInput:
-    """Every pool may use its whole catalog (one list for all, or ``load_catalogs``' per-pool
-    ones): the solver filters by each pool's requirements."""
-    if not manifests.has_target():
-        raise PlanError(NO_NODEPOOL_OR_NODE)
+    """The controller's solver input for the snapshot (``fromstate.solve_input``). Every pool may
+    use its whole catalog (one list for all, or ``load_catalogs``' per-pool ones): the solver
+    filters by each pool's requirements."""
     catalogs = as_pool_catalogs(catalog)
-    return SolveInput(
-        pods=tuple(manifests.pending),
-        pools=tuple(manifests.pools),
-        instance_types={pool.name: catalogs.of(pool.name) for pool in manifests.pools},
-        existing=tuple(manifests.existing),
-        daemonsets=tuple(manifests.daemonsets),
+    return fromstate.solve_input(
+        snapshot,
+        instance_types={name: catalogs.of(name) for name in snapshot.nodepools},
         options=options or SolveOptions(),
-        volume_requirements=manifests.volume_requirements,
-        volume_errors=manifests.volume_errors,
     )
 
 
@@ -339,15 +342,18 @@ def run_plan(
 ) -> int:
     try:
         manifests = load_manifests(files)
-        for warning in manifests.warnings:
+        now = datetime.now(UTC)
+        cluster, warnings = build_cluster(manifests.cluster, now)
+        for warning in (*manifests.warnings, *manifests.workload_warnings, *warnings):
             print(f"warning: {warning}", file=stderr)
-        if not manifests.has_target():
+        if not has_target(manifests.cluster):
             raise PlanError(NO_NODEPOOL_OR_NODE)
-        inp = solve_input(manifests, load_catalogs(manifests, instance_types), options)
+        snapshot = cluster.snapshot(now)
+        inp = solve_input(snapshot, load_catalogs(manifests.cluster, instance_types), options)
     except (ManifestError, PlanError) as err:
         print(f"error: {err}", file=stderr)
         return EXIT_USAGE
-    plan = load_solver()(inp, namespace_labels=manifests.namespace_labels)
+    plan = load_solver()(inp, namespace_labels=snapshot.namespace_labels)
     if output == "json":
         stdout.write(render_json(plan))
     else:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from karpenter_py.model.api.common import slim_taints
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod, Taint
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import LABEL_HOSTNAME
+from karpenter_py.model.quantity import parse_resources
 from karpenter_py.scheduling.inputs import (
     ExistingNode,
     PoolTemplate,
@@ -22,26 +24,25 @@ from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, untole
 from karpenter_py.scheduling.volumes import volume_inputs
 from karpenter_py.state.snapshot import Snapshot
 from karpenter_py.state.statenode import StateNode
+from karpenter_py.state.usage import nodepool_usage
 
 
 def pool_from_nodepool(np: NodePool) -> PoolTemplate:
-    """A NodePool as the solver sees it (limits and usage as canonical quantities)."""
+    """A NodePool as the solver sees it (limits and usage as canonical quantities; usage is its
+    ``status.resources`` until ``solve_input`` counts it from the cluster)."""
     tmpl = np.spec.template
     spec = tmpl.spec
-    ref = spec.node_class_ref
     return pool_template(
         name=np.metadata.name or "",
         weight=np.spec.weight,
         labels=tmpl.metadata.labels,
         annotations=tmpl.metadata.annotations,
         requirements=spec.requirements,
-        taints=[Taint(key=t.key, value=t.value or "", effect=t.effect) for t in spec.taints],
-        startup_taints=[
-            Taint(key=t.key, value=t.value or "", effect=t.effect) for t in spec.startup_taints
-        ],
+        taints=slim_taints(spec.taints),
+        startup_taints=slim_taints(spec.startup_taints),
         limits=dict(np.spec.limits) if np.spec.limits is not None else None,
         usage=dict(np.status.resources) if np.status.resources else None,
-        node_class_ref=(ref.group, ref.kind, ref.name),
+        node_class_ref=nodeclass_key(np),
         expire_after=spec.expire_after,
         termination_grace_period=spec.termination_grace_period,
     )
@@ -87,7 +88,13 @@ def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod])
     labels = sn.labels
     if LABEL_HOSTNAME not in labels:
         labels = {**labels, LABEL_HOSTNAME: sn.name}
-    node = sn.node or Node(name=sn.name, labels=labels, taints=sn.taints)
+    node = sn.node or Node(
+        name=sn.name,
+        labels=labels,
+        taints=sn.taints,
+        capacity=sn.capacity,
+        provider_id=sn.provider_id,
+    )
     node = replace(node, labels=labels, allocatable=sn.allocatable)
     existing = ExistingNode(
         node=node,
@@ -97,30 +104,22 @@ def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod])
         in_flight=sn.in_flight,
         marked_for_deletion=sn.marked_for_deletion,
     )
-    launched = sn.node is not None or (
-        sn.nodeclaim is not None and bool(sn.nodeclaim.status.allocatable)
-    )
-    return reserve_daemonsets(existing, daemonsets) if launched else existing
+    return reserve_daemonsets(existing, daemonsets) if sn.launched else existing
 
 
 def pool_usage(snapshot: Snapshot) -> dict[str, dict[str, int]]:
-    """Capacity each NodePool already has (nodes and in-flight NodeClaims), for its limits.
+    """What each NodePool already uses of its limits (``state.usage.nodepool_usage``).
 
     Counted from the live state rather than ``status.resources`` so that claims created a moment
-    ago, which the status does not show yet, still count against the limits.
+    ago, which the status does not show yet, still count against the limits. A pool none of
+    whose nodes the snapshot holds keeps its ``status.resources``: the status is then the only
+    evidence (a NodePool given to ``plan`` without its nodes; the counter writes zeros once a
+    pool in a cluster has none).
     """
-    usage: dict[str, dict[str, int]] = {}
-    for sn in snapshot.nodes:
-        if not sn.node_pool:
-            continue
-        acc = usage.setdefault(sn.node_pool, {})
-        capacity = sn.capacity
-        if sn.in_flight and not (sn.nodeclaim is not None and sn.nodeclaim.status.capacity):
-            # Not launched yet: it may become its largest option, as the solver charged it.
-            capacity = dict(snapshot.reserved.get(sn.nodeclaim_name, capacity))
-        for name, amount in capacity.items():
-            acc[name] = acc.get(name, 0) + amount
-        acc["nodes"] = acc.get("nodes", 0) + 1
+    usage = nodepool_usage(snapshot.nodes)
+    for name, np in snapshot.nodepools.items():
+        if name not in usage:
+            usage[name] = parse_resources(np.status.resources)
     return usage
 
 
@@ -139,6 +138,12 @@ def provisionable_pools(snapshot: Snapshot) -> list[NodePool]:
     ]
 
 
+def takes_pods(sn: StateNode) -> bool:
+    """Whether the solver may place pods on the node: not going away, and of a known size (a
+    NodeClaim that has not launched and was sized for nothing offers no room to plan with)."""
+    return not sn.marked_for_deletion and (sn.launched or bool(sn.allocatable))
+
+
 def solve_input(
     snapshot: Snapshot,
     *,
@@ -149,16 +154,16 @@ def solve_input(
     """Pending and reschedulable pods against every ready NodePool and the existing nodes, with
     where their volumes can attach."""
     usage = pool_usage(snapshot)
-    pools = [
+    pools = tuple(
         replace(pool_from_nodepool(np), usage=usage.get(np.metadata.name or "", {}))
         for np in provisionable_pools(snapshot)
-    ]
-    existing = [
+    )
+    existing = tuple(
         existing_node(sn, snapshot.pods_by_node.get(sn.name, ()), snapshot.daemonsets)
         for sn in snapshot.nodes
-        if not sn.marked_for_deletion
-    ]
-    pods = [*snapshot.pending, *snapshot.reschedulable, *extra_pods]
+        if takes_pods(sn)
+    )
+    pods = (*snapshot.pending, *snapshot.reschedulable, *extra_pods)
     volume_requirements, volume_errors = volume_inputs(pods, snapshot.storage)
     return SolveInput(
         pods=pods,

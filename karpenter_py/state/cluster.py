@@ -275,7 +275,13 @@ class Cluster:
         nominated = self.is_nominated(nc_name, now) or (
             node is not None and self.is_nominated(node.name, now)
         )
-        return StateNode(node=node, nodeclaim=nc, marked_for_deletion=deleting, nominated=nominated)
+        return StateNode(
+            node=node,
+            nodeclaim=nc,
+            marked_for_deletion=deleting,
+            nominated=nominated,
+            reserved=self._reserved.get(nc_name, {}) if node is None else {},
+        )
 
     def nodeclaim_for_provider_id(self, provider_id: str) -> NodeClaim | None:
         name = self._claim_by_pid.get(provider_id) if provider_id else None
@@ -289,7 +295,9 @@ class Cluster:
         """A frozen copy for one decision. Nodes are copied before pending pods are listed, as
         upstream does, so a race errs towards launching too little (the next round fixes that)."""
         nodes = tuple(self.state_nodes(now))
-        pods_by_node = {n.name: tuple(self.pods_on(n.name)) for n in nodes if n.node is not None}
+        # A NodeClaim in flight holds the pods already bound to its node's name (the Node may
+        # reach the informer after its pods do).
+        pods_by_node = {n.name: tuple(self.pods_on(n.name)) for n in nodes}
         pending = tuple(p for p in self.pods.values() if is_provisionable(p))
         reschedulable = tuple(
             p
@@ -307,7 +315,6 @@ class Cluster:
             nodepools=dict(self.nodepools),
             daemonsets=tuple(self.daemonsets.values()),
             namespace_labels={k: dict(v) for k, v in self.namespace_labels.items()},
-            reserved={k: dict(v) for k, v in self._reserved.items() if k in self.nodeclaims},
             nodeclasses=dict(self.nodeclasses),
             storage=StorageObjects(
                 claims=dict(self.pvcs),

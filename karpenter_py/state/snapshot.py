@@ -52,8 +52,6 @@ class Snapshot:
     nodepools: Mapping[str, NodePool]
     daemonsets: tuple[Pod, ...]
     namespace_labels: Mapping[str, Mapping[str, str]]
-    # NodeClaim name -> the largest capacity it may launch with, until it reports its own.
-    reserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # (group, kind, name) of each NodeClass seen -> Ready.
     nodeclasses: Mapping[tuple[str, str, str], bool] = field(default_factory=dict)
     # PersistentVolumeClaims, PersistentVolumes and StorageClasses, for volume topology.

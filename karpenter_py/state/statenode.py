@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from karpenter_py.model.api.common import slim_taints
 from karpenter_py.model.api.nodeclaim import NodeClaim
-from karpenter_py.model.core import Node, Taint
+from karpenter_py.model.core import Node, Taint, normalize_label
 from karpenter_py.model.labels import (
     ANNOTATION_DO_NOT_DISRUPT,
     LABEL_HOSTNAME,
@@ -26,6 +27,9 @@ class StateNode:
     nodeclaim: NodeClaim | None
     marked_for_deletion: bool = False
     nominated: bool = False
+    # The largest capacity a NodeClaim created a moment ago may launch with (``Cluster.reserve``),
+    # charged against its NodePool's limits until it reports its own.
+    reserved: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -46,10 +50,16 @@ class StateNode:
 
     @property
     def labels(self) -> Mapping[str, str]:
+        """The Node's labels; for a NodeClaim in flight, what its node will carry: the claim's
+        labels plus every single-valued ``In`` requirement (as upstream labels a new node)."""
         if self.node is not None:
             return self.node.labels
         assert self.nodeclaim is not None
-        return self.nodeclaim.metadata.labels or {}
+        labels = dict(self.nodeclaim.metadata.labels or {})
+        for req in self.nodeclaim.spec.requirements:
+            if req.operator == "In" and len(req.values) == 1:
+                labels.setdefault(normalize_label(req.key), req.values[0])
+        return labels
 
     @property
     def node_pool(self) -> str:
@@ -76,24 +86,34 @@ class StateNode:
         return self.node is None
 
     @property
+    def launched(self) -> bool:
+        """A Node, or a NodeClaim that reports what it launched (``status.capacity`` or
+        ``status.allocatable``): its size is known, not predicted."""
+        if self.node is not None:
+            return True
+        assert self.nodeclaim is not None
+        return bool(self.nodeclaim.status.capacity or self.nodeclaim.status.allocatable)
+
+    @property
     def taints(self) -> tuple[Taint, ...]:
         if self.node is not None:
             return self.node.taints
         assert self.nodeclaim is not None
-        return tuple(
-            Taint(key=t.key, effect=t.effect, value=t.value or "")
-            for t in self.nodeclaim.spec.taints
-        )
+        # spec.taints only: startup taints are expected to go away, as upstream's state treats an
+        # uninitialized managed node.
+        return slim_taints(self.nodeclaim.spec.taints)
 
     @property
     def allocatable(self) -> dict[str, int]:
-        """What pods may use. Before a NodeClaim launches, only what it was sized for."""
+        """What pods may use. A launched NodeClaim without ``status.allocatable`` offers its
+        capacity; before it launches, only what it was sized for (``spec.resources.requests``)."""
         if self.node is not None and self.node.allocatable:
             return dict(self.node.allocatable)
         if self.nodeclaim is None:
             return {}
-        if self.nodeclaim.status.allocatable:
-            return parse_resources(self.nodeclaim.status.allocatable)
+        status = self.nodeclaim.status
+        if status.allocatable or status.capacity:
+            return parse_resources(status.allocatable or status.capacity)
         return parse_resources(self.nodeclaim.spec.resources.requests)
 
     @property
@@ -103,6 +123,15 @@ class StateNode:
         if self.nodeclaim is not None and self.nodeclaim.status.capacity:
             return parse_resources(self.nodeclaim.status.capacity)
         return self.allocatable
+
+    @property
+    def charged(self) -> dict[str, int]:
+        """What the node counts against its NodePool's limits: its capacity once launched;
+        before that, the largest capacity it may launch with when reserved, else what it was
+        sized for. Charging NodeClaims in flight keeps a burst from overshooting the limits."""
+        if not self.launched and self.reserved:
+            return dict(self.reserved)
+        return self.capacity
 
     @property
     def hostname(self) -> str:

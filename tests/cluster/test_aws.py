@@ -15,6 +15,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 import yaml
 
 from karpenter_py.cli.manifests import load_manifests
+from karpenter_py.cli.offline import build_cluster
 from karpenter_py.cli.plan import solve_input
 from karpenter_py.cloudprovider.aws import userdata
 from karpenter_py.cloudprovider.aws.clients import AwsClients
@@ -233,7 +235,9 @@ def plan_types(
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     manifests = load_manifests([str(path)])
-    plan = solve(solve_input(manifests, catalog), namespace_labels=manifests.namespace_labels)
+    now = datetime.now(UTC)
+    snapshot = build_cluster(manifests.cluster, now)[0].snapshot(now)
+    plan = solve(solve_input(snapshot, catalog), namespace_labels=snapshot.namespace_labels)
     assert not plan.errors
     return sorted(c.instance_types[0].name for c in plan.new_node_claims)
 

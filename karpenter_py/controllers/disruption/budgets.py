@@ -354,7 +354,7 @@ def _counts_towards_pool(node: StateNode) -> bool:
     )
 
 
-def pool_usage(nodes: Iterable[StateNode]) -> dict[str, PoolUsage]:
+def pool_node_counts(nodes: Iterable[StateNode]) -> dict[str, PoolUsage]:
     """Pool size and nodes already disrupting, per NodePool name (upstream's helpers.go)."""
     sizes: dict[str, int] = {}
     disrupting: dict[str, int] = {}
@@ -372,7 +372,7 @@ def pool_usage(nodes: Iterable[StateNode]) -> dict[str, PoolUsage]:
 def budget_mapping(snapshot: Snapshot, reason: str, now: datetime) -> dict[str, int]:
     """Per NodePool name: disruptions still allowed for ``reason``, i.e. what its budgets allow
     minus the nodes already disrupting (NotReady or marked for deletion), floored at 0."""
-    usage = pool_usage(snapshot.nodes)
+    usage = pool_node_counts(snapshot.nodes)
     out = {}
     for name, nodepool in snapshot.nodepools.items():
         pool = usage.get(name, PoolUsage())
@@ -439,7 +439,7 @@ def explain_budget(
 ) -> str:
     """Why the pool's budget for ``reason`` stands where it does, in words a person can act on.
 
-    ``pool_size`` and ``disrupting`` are the pool's counts (``pool_usage``). Examples:
+    ``pool_size`` and ``disrupting`` are the pool's counts (``pool_node_counts``). Examples:
     "budget 0 for Underutilized until 17:00 UTC", "budget 10% of 3 nodes allows 1 for Drifted
     while 1 is disrupting", "budget is invalid: budgets[0]: nodes 'ten' is not ...". The window
     end named is that of the binding budget (the first active one with the smallest value).

@@ -25,7 +25,7 @@ from karpenter_py.controllers.disruption.budgets import (
     PoolUsage,
     allowed_disruptions,
     explain_budget,
-    pool_usage,
+    pool_node_counts,
 )
 from karpenter_py.controllers.disruption.candidates import build_candidates
 from karpenter_py.controllers.disruption.types import Candidate, Method, Reason
@@ -57,7 +57,7 @@ class PassContext:
         self.sim = Simulator(
             snap, instance_types=facts.instance_types, options=facts.options, indexes=facts.indexes
         )
-        self.usage = pool_usage(snap.nodes)
+        self.usage = pool_node_counts(snap.nodes)
         self._budgets: dict[Reason, dict[str, int]] = {}
         self.timed_out: list[Method] = []
         self.eligible: dict[Method, int] = {}

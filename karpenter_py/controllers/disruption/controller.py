@@ -40,7 +40,7 @@ from karpenter_py.controllers.disruption import events
 from karpenter_py.controllers.disruption.budgets import (
     budget_mapping,
     explain_budget,
-    pool_usage,
+    pool_node_counts,
 )
 from karpenter_py.controllers.disruption.decide import (
     COMMAND_VALIDATION_DELAY,
@@ -286,7 +286,7 @@ class Disruption:
     def budget_signals(self, snapshot: Snapshot) -> None:
         """Allowed-disruption gauges, and DisruptionBlocked on pools with nodes and no budget."""
         now = snapshot.now
-        usage = pool_usage(snapshot.nodes)
+        usage = pool_node_counts(snapshot.nodes)
         seen: set[tuple[str, str]] = set()
         mono = self.clock.monotonic()
         for reason in Reason:

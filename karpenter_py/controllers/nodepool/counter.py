@@ -1,7 +1,8 @@
 """``nodepool.counter``: keep each NodePool's ``status.resources`` and ``status.nodes`` current.
 
 Upstream's pkg/controllers/nodepool/counter. ``status.resources`` is the summed capacity of the
-pool's nodes and launched NodeClaims, always listing cpu, memory, pods, ephemeral-storage and
+pool's nodes and NodeClaims, as the provisioner charges them against ``limits`` (NodeClaims in
+flight at their reserved or requested size), always listing cpu, memory, pods, ephemeral-storage and
 ``nodes`` (zero when empty); ``status.nodes`` (the scale subresource's replicas) counts them.
 Users read these with ``kubectl get nodepool``; limits are enforced by the provisioner from the
 same cluster state. Written through the status subresource, only when a value changed.
@@ -32,25 +33,19 @@ from karpenter_py.model.labels import (
 )
 from karpenter_py.model.quantity import QuantityError, format_resources, parse_resources
 from karpenter_py.state.statenode import StateNode
+from karpenter_py.state.usage import RESOURCE_NODES, nodepool_usage
 
 log = logging.getLogger("karpenter.nodepool.counter")
 
-RESOURCE_NODES = "nodes"
 BASE_RESOURCES = (RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, RESOURCE_EPHEMERAL_STORAGE)
 
 
 def pool_usage(nodes: Iterable[StateNode], pool: str) -> dict[str, int]:
-    """Summed capacity of the pool's nodes and launched NodeClaims, plus their count as
-    ``nodes``. A NodeClaim that has not launched has no capacity yet and is not counted."""
+    """The pool's usage as the provisioner charges it (``state.usage.nodepool_usage``: nodes,
+    launched NodeClaims at their capacity, NodeClaims in flight at their reserved or requested
+    size), always listing the base resources and ``nodes``."""
     usage = dict.fromkeys((*BASE_RESOURCES, RESOURCE_NODES), 0)
-    for sn in nodes:
-        if sn.node_pool != pool:
-            continue
-        if sn.node is None and (sn.nodeclaim is None or not sn.nodeclaim.status.capacity):
-            continue
-        usage[RESOURCE_NODES] += 1
-        for name, amount in sn.capacity.items():
-            usage[name] = usage.get(name, 0) + amount
+    usage.update(nodepool_usage(sn for sn in nodes if sn.node_pool == pool).get(pool, {}))
     return usage
 
 

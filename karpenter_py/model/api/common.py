@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from karpenter_py.model import core
 from karpenter_py.model.api.base import CRD_DEFAULT, KubeModel, SchemaExtra, Time, cel, check
 from karpenter_py.model.labels import (
     AWS_GROUP,
@@ -426,6 +427,12 @@ class Taint(KubeModel):
     """The effect on pods that do not tolerate the taint: NoSchedule, PreferNoSchedule or NoExecute."""
     time_added: Time | None = Field(default=None, alias="timeAdded")
     """When the taint was added; only written for NoExecute taints."""
+
+
+def slim_taints(taints: Iterable[Taint]) -> tuple[core.Taint, ...]:
+    """API taints as the scheduler and the cluster model compare them (``model.core.Taint``:
+    key, effect, value; ``timeAdded`` does not change what a taint keeps off)."""
+    return tuple(core.Taint(key=t.key, effect=t.effect, value=t.value) for t in taints)
 
 
 def duplicate_taint_problem(taints: Sequence[Taint], startup_taints: Sequence[Taint]) -> str | None:

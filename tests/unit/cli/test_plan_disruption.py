@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from karpenter_py.cli.disruption import computed_disruptions_allowed
 from karpenter_py.cli.main import main
+from karpenter_py.cli.offline import computed_disruptions_allowed
 from karpenter_py.model.core import pod_from_dict
 from karpenter_py.model.fields import ParseError
 from tests.unit.cli.conftest import Writer, kwok_record, nodepool

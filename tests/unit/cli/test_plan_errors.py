@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from karpenter_py.cli.main import main
-from tests.unit.cli.conftest import Captured, Writer, nodepool, pod, workload
+from tests.unit.cli.conftest import Captured, Writer, node, nodeclaim, nodepool, pod, workload
 
 BAD_YAML = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: [unclosed\n"
 
@@ -169,6 +169,18 @@ CASES = [
         ],
         2,
         ["(NodePool bare)", "spec.template.spec.nodeClassRef: Field required"],
+    ),
+    (
+        "nodeclaim-twice",
+        [nodeclaim("default-a"), nodeclaim("default-a")],
+        3,
+        ["(NodeClaim default-a)", "NodeClaim default-a is also defined by", "document 2"],
+    ),
+    (
+        "nodeclaim-in-flight-named-like-a-node",
+        [node("node-1"), nodeclaim("node-1")],
+        3,
+        ["(NodeClaim node-1)", "status.nodeName: node node-1 is defined twice"],
     ),
     (
         "list-item",

@@ -298,7 +298,7 @@ def test_nodeclaims_in_flight_registered_and_unlaunched(
         nodeclaim("default-flying"),  # launched, its Node not in the input: in-flight capacity
         nodeclaim("default-landed", node_name="node-1"),  # its Node is given: the Node stands
         node("node-1"),
-        nodeclaim("default-planned", launched=False),  # not launched yet: nothing to count
+        nodeclaim("default-planned", launched=False),  # not launched, sized for nothing: no room
         pod("on-the-way", nodeName="default-flying"),
     )
     code, _, err = run(capsys, "-f", write(*docs), "--instance-types", catalog_file)
@@ -337,6 +337,25 @@ def test_pool_usage_counts_its_nodes(
     assert pools["default"].usage == {"nodes": 2, "cpu": 6000, "memory": 24 * 2**30, "pods": 220}
     assert pools["default"].limits == {"cpu": 10_000}
     assert pools["other"].usage == {"cpu": 3000}  # no nodes in the input: status.resources
+
+
+def test_pool_usage_charges_nodeclaims_not_launched_yet(
+    capsys: pytest.CaptureFixture[str], write: Writer, catalog_file: str, captured: Captured
+) -> None:
+    # As the controller's provisioner: a NodeClaim in flight counts against its NodePool's
+    # limits at what it was sized for, so a burst cannot overshoot them.
+    planned = nodeclaim("default-planned", launched=False)
+    planned["spec"]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}  # type: ignore[index]
+    docs = (nodepool("default", limits={"cpu": "10"}), node("node-1", cpu="4"), planned)
+    code, _, err = run(capsys, "-f", write(*docs), "--instance-types", catalog_file)
+    assert code == 0
+    assert err.count("default-planned") == 1
+    (pool,) = captured.input.pools
+    assert pool.usage == {"nodes": 2, "cpu": 5000, "memory": 17 * 2**30, "pods": 110}
+    existing = {e.node.name: e for e in captured.input.existing}
+    assert set(existing) == {"node-1", "default-planned"}
+    assert existing["default-planned"].in_flight
+    assert existing["default-planned"].node.allocatable == {"cpu": 1000, "memory": 2**30}
 
 
 MIRROR_ANNOTATION = {"kubernetes.io/config.mirror": "abc"}

@@ -17,7 +17,7 @@ from karpenter_py.controllers.disruption.budgets import (
     explain_budget,
     next_hit,
     parse_cron,
-    pool_usage,
+    pool_node_counts,
     window_end,
 )
 from karpenter_py.controllers.disruption.types import Reason
@@ -423,8 +423,8 @@ NODES = [
 ]
 
 
-def test_pool_usage() -> None:
-    assert pool_usage(NODES) == {"a": PoolUsage(size=4, disrupting=2), "b": PoolUsage(1, 0)}
+def test_pool_node_counts() -> None:
+    assert pool_node_counts(NODES) == {"a": PoolUsage(size=4, disrupting=2), "b": PoolUsage(1, 0)}
 
 
 @pytest.mark.parametrize(

@@ -16,22 +16,35 @@ def node(name: str, pool: str, cpu: str) -> Node:
     )
 
 
-def claim(name: str, pool: str, capacity: dict[str, str] | None) -> NodeClaim:
-    return factories.nodeclaim(name, pool=pool, capacity=capacity or {}, conditions=[])
+def claim(
+    name: str, pool: str, capacity: dict[str, str] | None, requests: dict[str, str] | None = None
+) -> NodeClaim:
+    return factories.nodeclaim(
+        name, pool=pool, capacity=capacity or {}, conditions=[], resources=requests or {}
+    )
 
 
-def test_usage_counts_nodes_and_launched_claims_of_the_pool() -> None:
+def test_usage_counts_nodes_and_claims_of_the_pool_as_the_provisioner_charges_them() -> None:
     nodes = [
         StateNode(node=node("a", "p", "2"), nodeclaim=claim("a", "p", {"cpu": "2"})),
         StateNode(node=node("b", "other", "8"), nodeclaim=None),
         StateNode(node=None, nodeclaim=claim("c", "p", {"cpu": "4", "memory": "2Gi"})),  # launched
-        StateNode(node=None, nodeclaim=claim("d", "p", None)),  # not launched: no capacity yet
+        # Not launched: charged at what it was sized for, as the provisioner charges it.
+        StateNode(node=None, nodeclaim=claim("d", "p", None, {"cpu": "1", "pods": "3"})),
+        # Not launched, reserved at its largest option by the launcher: charged at that.
+        StateNode(
+            node=None,
+            nodeclaim=claim("e", "p", None, {"cpu": "1"}),
+            reserved={"cpu": 8000, "memory": 2**30},
+        ),
     ]
-    usage = pool_usage(nodes, "p")
-    assert usage["nodes"] == 2
-    assert usage["cpu"] == 6000
-    assert usage["memory"] == 3 * 2**30
-    assert usage["ephemeral-storage"] == 0
+    assert pool_usage(nodes, "p") == {
+        "cpu": 2000 + 4000 + 1000 + 8000,
+        "memory": 2**30 + 2 * 2**30 + 2**30,
+        "pods": 10 + 3,
+        "ephemeral-storage": 0,
+        "nodes": 4,
+    }
     assert pool_usage([], "p") == {
         "cpu": 0,
         "memory": 0,
