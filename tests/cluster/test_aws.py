@@ -460,7 +460,17 @@ async def test_spot_interruption_drains_and_replaces_within_the_warning(
                 return len(await running_pods(client, w.ns)) == 2
 
             await eventually(two_running, within=120, what="2 pods Running on spot")
-            [victim, *_] = await claims_of(client, w.pool)
+
+            async def claim_with_pods() -> dict[str, Any] | None:
+                # A NodeClaim whose node runs one of the pods: the list may also hold a claim
+                # still registering, whose status has no nodeName yet.
+                hosts = {p["spec"]["nodeName"] for p in await running_pods(client, w.ns)}
+                for nc in await claims_of(client, w.pool):
+                    if nc.get("status", {}).get("nodeName") in hosts:
+                        return nc
+                return None
+
+            victim = await eventually(claim_with_pods, within=60, what="a NodeClaim running a pod")
             iid = victim["status"]["providerID"].rsplit("/", 1)[-1]
             itype = victim["metadata"]["labels"]["node.kubernetes.io/instance-type"]
             zone = victim["metadata"]["labels"]["topology.kubernetes.io/zone"]
