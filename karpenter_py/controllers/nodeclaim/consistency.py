@@ -22,12 +22,11 @@ import logging
 from collections.abc import Sequence
 from typing import Final
 
-from karpenter_py.aio.clock import Clock
 from karpenter_py.controllers.nodeclaim.common import nodeclaim_ref
-from karpenter_py.controllers.runtime import QueueController, Result, Watch
-from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.events import WARNING, EventRecorder
+from karpenter_py.kube.events import WARNING
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.meta import CONDITION_FALSE, CONDITION_TRUE
@@ -38,8 +37,6 @@ from karpenter_py.model.api.nodeclaim import (
 )
 from karpenter_py.model.core import Node
 from karpenter_py.model.quantity import QuantityError, format_resource, parse_resource
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.consistency")
 
@@ -91,18 +88,9 @@ class NodeClaimConsistency(QueueController):
     name = "nodeclaim.consistency"
 
     def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        recorder: EventRecorder,
-        *,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        scan_period: float = SCAN_PERIOD,
-        workers: int | None = None,
+        self, deps: Deps, *, scan_period: float = SCAN_PERIOD, workers: int | None = None
     ) -> None:
-        super().__init__(client, cluster, clock=clock, metrics=metrics, workers=workers)
-        self.recorder = recorder
+        super().__init__(deps, workers=workers)
         self.scan_period = scan_period
         self._scanned: dict[str, float] = {}  # NodeClaim UID -> monotonic time of last check
 
@@ -143,7 +131,7 @@ class NodeClaimConsistency(QueueController):
         issues = node_shape_issues(nc, nodes[0])
         for issue in issues:
             log.error("consistency error", extra={"nodeclaim": nc.name, "issue": issue})
-            self.recorder.record(
+            self.deps.recorder.record(
                 nodeclaim_ref(nc),
                 EVENT_FAILED_CONSISTENCY_CHECK,
                 issue,

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from karpenter_py.controllers.common import Deps
+from karpenter_py.controllers.runtime import Deps
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import ConflictError, NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata

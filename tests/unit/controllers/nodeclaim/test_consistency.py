@@ -21,7 +21,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import Node
 from karpenter_py.state.cluster import Cluster
 from tests import factories
-from tests.unit.fakes import FakeKube, into_cluster, wire
+from tests.unit.fakes import FakeKube, deps, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 EXPECTED = {"cpu": "4", "memory": "16Gi", "pods": "110"}
@@ -154,7 +154,9 @@ def setup(
     cluster.upsert_node(node(found))
     client = FakeKube((NODECLAIMS, wire(nc)), on_write=into_cluster(cluster))
     recorder = CapturingRecorder(client, clock=clock)
-    controller = NodeClaimConsistency(client, cluster, recorder, clock=clock)
+    controller = NodeClaimConsistency(
+        deps(client=client, cluster=cluster, recorder=recorder, clock=clock)
+    )
     return controller, client, recorder, clock
 
 
