@@ -276,19 +276,6 @@ class QueueController(ABC):
         self.workers = workers if workers is not None else self.default_workers
         self.queue = new_queue(self.name, base=self.backoff_base, maximum=self.backoff_max)
 
-    # Shortcuts to the dependencies most reconcilers read.
-    @property
-    def client(self) -> KubeClient:
-        return self.deps.client
-
-    @property
-    def cluster(self) -> Cluster:
-        return self.deps.cluster
-
-    @property
-    def clock(self) -> Clock:
-        return self.deps.clock
-
     def watches(self) -> Sequence[Watch]:
         return ()
 

@@ -112,21 +112,23 @@ class NodeClaimConsistency(QueueController):
         last = self._scanned.get(uid)
         if last is None:
             return 0.0
-        return max(0.0, self.scan_period - (self.clock.monotonic() - last))
+        return max(0.0, self.scan_period - (self.deps.clock.monotonic() - last))
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
-        nc = self.cluster.nodeclaims.get(key)
+        nc = self.deps.cluster.nodeclaims.get(key)
         if nc is None or not should_check(nc):
             return None  # an Initialized (or delete) update triggers us again
         uid = nc.metadata.uid
         wait = self._remaining(uid)
         if wait > 0:
             return Result(requeue_after=wait)
-        nodes = [n for n in self.cluster.nodes.values() if n.provider_id == nc.status.provider_id]
+        nodes = [
+            n for n in self.deps.cluster.nodes.values() if n.provider_id == nc.status.provider_id
+        ]
         if len(nodes) != 1:
             # Missing or duplicated Nodes are the lifecycle controller's to report.
-            self._scanned[uid] = self.clock.monotonic()
+            self._scanned[uid] = self.deps.clock.monotonic()
             return Result(requeue_after=self.scan_period)
         issues = node_shape_issues(nc, nodes[0])
         for issue in issues:
@@ -139,14 +141,14 @@ class NodeClaimConsistency(QueueController):
                 dedupe_values=(uid, issue),
             )
         await self._write_condition(nc, issues)
-        self._scanned[uid] = self.clock.monotonic()
+        self._scanned[uid] = self.deps.clock.monotonic()
         return Result(requeue_after=self.scan_period)
 
     async def _write_condition(self, nc: NodeClaim, issues: list[str]) -> None:
         """ConsistentStateFound through the status subresource, conditional on the
         resourceVersion read (a conflict raises: the runtime retries on fresher data)."""
         work = nc.model_copy(deep=True)
-        now = self.clock.now()
+        now = self.deps.clock.now()
         if issues:
             changed = work.status.set_condition(
                 CONDITION_CONSISTENT_STATE_FOUND,
@@ -166,7 +168,7 @@ class NodeClaimConsistency(QueueController):
             "status": work.status.model_dump(mode="json", by_alias=True),
         }
         try:
-            await self.client.patch(
+            await self.deps.client.patch(
                 NODECLAIMS, nc.name, patch, patch_type=PatchType.MERGE, subresource="status"
             )
         except NotFoundError:

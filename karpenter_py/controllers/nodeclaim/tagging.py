@@ -50,7 +50,7 @@ class NodeClaimTagging(QueueController):
         return (Watch(NODECLAIMS, upsert=self.on_nodeclaim),)
 
     async def reconcile(self, key: str) -> Result | None:
-        nc = self.cluster.nodeclaims.get(key)
+        nc = self.deps.cluster.nodeclaims.get(key)
         if nc is None or nc.metadata.deletion_timestamp is not None:
             return None
         if nc.metadata.annotations.get(ANNOTATION_TAGGED) == "true" or key in self._tagged:
@@ -74,7 +74,7 @@ class NodeClaimTagging(QueueController):
             log.info("instance to tag not found", extra={"nodeclaim": key})
             return None
         try:
-            await self.client.patch(
+            await self.deps.client.patch(
                 NODECLAIMS, key, {"metadata": {"annotations": {ANNOTATION_TAGGED: "true"}}}
             )
         except NotFoundError:

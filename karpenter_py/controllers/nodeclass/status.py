@@ -243,7 +243,7 @@ class NodeClassStatus(QueueController):
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         try:
-            raw = await self.client.get(EC2NODECLASSES, key)
+            raw = await self.deps.client.get(EC2NODECLASSES, key)
         except NotFoundError:
             return None
         try:
@@ -264,7 +264,7 @@ class NodeClassStatus(QueueController):
     async def _set_finalizer(self, nodeclass: EC2NodeClass, *, add: bool) -> EC2NodeClass:
         meta = nodeclass.metadata
         patch = finalizers_patch(meta.resource_version, meta.finalizers, add=add)
-        updated = await self.client.patch(EC2NODECLASSES, meta.name, patch)
+        updated = await self.deps.client.patch(EC2NODECLASSES, meta.name, patch)
         return EC2NodeClass.model_validate(updated)
 
     async def _write_status(self, nodeclass: EC2NodeClass, resolved: ResolvedNodeClass) -> None:
@@ -272,14 +272,14 @@ class NodeClassStatus(QueueController):
         conditions = apply_conditions(
             nodeclass.status.conditions,
             desired_conditions(resolved.failures),
-            now=self.clock.now(),
+            now=self.deps.clock.now(),
             generation=meta.generation,
         )
         body = status_body(nodeclass, resolved, conditions)
         if body == current_body(nodeclass):
             return
         patch = {"status": body, "metadata": {"resourceVersion": meta.resource_version}}
-        await self.client.patch(
+        await self.deps.client.patch(
             EC2NODECLASSES, meta.name, patch, patch_type=PatchType.MERGE, subresource="status"
         )
         self._record_failures(nodeclass, resolved)
@@ -310,7 +310,7 @@ class NodeClassStatus(QueueController):
         meta = nodeclass.metadata
         if AWS_FINALIZER_TERMINATION not in meta.finalizers:
             return None
-        waiting = referencing_nodeclaims(self.cluster.nodeclaims.values(), meta.name)
+        waiting = referencing_nodeclaims(self.deps.cluster.nodeclaims.values(), meta.name)
         if waiting:
             log.info(
                 "ec2nodeclass deletion waits for nodeclaims",

@@ -161,7 +161,7 @@ def setup(
 
 
 def consistent(controller: NodeClaimConsistency) -> tuple[str, str, str] | None:
-    c = controller.cluster.nodeclaims["nc1"].status.get_condition("ConsistentStateFound")
+    c = controller.deps.cluster.nodeclaims["nc1"].status.get_condition("ConsistentStateFound")
     return None if c is None else (c.status, c.reason, c.message)
 
 
@@ -193,7 +193,7 @@ async def test_a_shrunk_node_fails_the_check_and_is_rechecked_every_ten_minutes(
     assert len(recorder.recorded) == 1
 
     # Fixed in the meantime: the next scan flips the condition back.
-    controller.cluster.upsert_node(node(EXPECTED))
+    controller.deps.cluster.upsert_node(node(EXPECTED))
     clock.step(540)
     result = await controller.reconcile("nc1")
     assert result is not None
