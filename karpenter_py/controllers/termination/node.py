@@ -30,9 +30,9 @@ from datetime import datetime
 from typing import Any
 
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
+from karpenter_py.controllers.runtime import Deps, Result, Watch
 from karpenter_py.controllers.termination.common import (
-    is_finalizing,
+    FinalizingController,
     remove_finalizer,
     set_nodeclaim_condition,
 )
@@ -108,7 +108,7 @@ def _is_cordoned(node: Node) -> bool:
     ] == [EFFECT_NO_SCHEDULE]
 
 
-class NodeTermination(QueueController):
+class NodeTermination(FinalizingController):
     name = "node.termination"
     default_workers = 50
 
@@ -127,9 +127,7 @@ class NodeTermination(QueueController):
             Watch(PODS, upsert=self.on_pod, delete=self.on_pod),
         )
 
-    def on_node(self, obj: KubeObject) -> None:
-        if is_finalizing(obj):
-            self.enqueue(obj)
+    on_node = FinalizingController.enqueue_finalizing
 
     def on_pod(self, obj: KubeObject) -> None:
         spec = obj.get("spec")

@@ -28,9 +28,9 @@ from datetime import datetime
 
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.controllers.common import load_nodeclaim, nodes_for
-from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
+from karpenter_py.controllers.runtime import Deps, Result, Watch
 from karpenter_py.controllers.termination.common import (
-    is_finalizing,
+    FinalizingController,
     remove_finalizer,
     set_nodeclaim_condition,
 )
@@ -66,7 +66,7 @@ def termination_deadline(nc: NodeClaim) -> datetime | None:
     return deleted + parse_duration(tgp)
 
 
-class NodeClaimTermination(QueueController):
+class NodeClaimTermination(FinalizingController):
     name = "nodeclaim.termination"
     default_workers = 50
 
@@ -83,9 +83,7 @@ class NodeClaimTermination(QueueController):
             Watch(NODES, delete=self.on_node_deleted),
         )
 
-    def on_nodeclaim(self, obj: KubeObject) -> None:
-        if is_finalizing(obj):
-            self.enqueue(obj)
+    on_nodeclaim = FinalizingController.enqueue_finalizing
 
     def on_node_deleted(self, obj: KubeObject) -> None:
         spec = obj.get("spec")
