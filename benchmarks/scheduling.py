@@ -52,6 +52,7 @@ from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_instance_types
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.controllers.provisioning.provisioner import Provisioner, RoundResult
+from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.model.fakecatalog import fake_instance_types
@@ -398,11 +399,8 @@ async def _warm_round(rounds: int, mode: str, profile: bool) -> dict[str, Any]:
     api = _NodeAPI()
     cloud = KwokCloudProvider(api, types)
     prov = Provisioner(
-        cluster=cluster,
-        writer=_Writer(),
-        cloud=cloud,
-        clock=FakeClock(),
-        batcher=Batcher(idle=1.0, max_window=10.0),
+        RoundRunner(cluster=cluster, writer=_Writer(), cloud=cloud, clock=FakeClock()),
+        Batcher(idle=1.0, max_window=10.0),
     )
     profiler = cProfile.Profile() if profile else None
     times: list[float] = []

@@ -26,13 +26,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from karpenter_py.aio.clock import Clock, RealClock
+from karpenter_py.aio.clock import Clock
+from karpenter_py.cloudprovider.protocol import CloudProvider
 from karpenter_py.informer.ratelimit import default_controller_rate_limiter
 from karpenter_py.informer.workqueue import QueueClosedError, WorkQueue
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import ConflictError
+from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import Resource
+from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger(__name__)
@@ -239,36 +242,39 @@ async def wait_synced(cluster: Cluster, *, poll: float = 0.1) -> None:
         await asyncio.sleep(poll)
 
 
+@dataclass(frozen=True, slots=True)
+class Deps:
+    """What controllers share, built once by the manager and handed to each: the API client, the
+    cluster state, the cloud provider, the event recorder, the clock and the metrics. A
+    controller's constructor takes this and only what is its own."""
+
+    client: KubeClient
+    cluster: Cluster
+    cloud: CloudProvider
+    recorder: EventRecorder
+    clock: Clock
+    metrics: Metrics | None = None
+
+
 class QueueController(ABC):
     """A controller whose triggers put keys on its own work queue and whose ``run`` reconciles
     them with ``workers`` workers (``default_workers`` unless given) once the cluster state has
     synced.
 
     Subclasses set ``name`` and ``default_workers``, declare :meth:`watches` and implement
-    :meth:`reconcile`; one that needs more than the client, the cluster and a clock takes it in
-    its own ``__init__``. The queue's failed keys back off from ``backoff_base`` to
-    ``backoff_max`` seconds."""
+    :meth:`reconcile`; one that needs more than the shared :class:`Deps` takes it in its own
+    ``__init__``. The queue's failed keys back off from ``backoff_base`` to ``backoff_max``
+    seconds."""
 
     name: str = ""
     default_workers: int = 10
+    backoff_base: float = 0.1
+    backoff_max: float = 10.0
 
-    def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        *,
-        clock: Clock | None = None,
-        metrics: WorkerMetrics | None = None,
-        workers: int | None = None,
-        backoff_base: float = 0.1,
-        backoff_max: float = 10.0,
-    ) -> None:
-        self.client = client
-        self.cluster = cluster
-        self.clock: Clock = clock if clock is not None else RealClock()
-        self.metrics = metrics
+    def __init__(self, deps: Deps, *, workers: int | None = None) -> None:
+        self.deps = deps
         self.workers = workers if workers is not None else self.default_workers
-        self.queue = new_queue(self.name, base=backoff_base, maximum=backoff_max)
+        self.queue = new_queue(self.name, base=self.backoff_base, maximum=self.backoff_max)
 
     def watches(self) -> Sequence[Watch]:
         return ()
@@ -280,8 +286,8 @@ class QueueController(ABC):
             self.queue.add(name)
 
     async def run(self) -> None:
-        await wait_synced(self.cluster)
-        await run_workers(self, self.queue, workers=self.workers, metrics=self.metrics)
+        await wait_synced(self.deps.cluster)
+        await run_workers(self, self.queue, workers=self.workers, metrics=self.deps.metrics)
 
     @abstractmethod
     async def reconcile(self, key: str) -> Result | None: ...

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
@@ -58,29 +59,18 @@ class Events(Protocol):
     def nodeclaim_created(self, nodepool: str, reason: str, min_values_relaxed: bool) -> None: ...
 
 
+@dataclass(kw_only=True, eq=False)
 class RoundRunner:
     """The shared steps of a round. Stateless across rounds except for the solver's index cache."""
 
-    def __init__(
-        self,
-        *,
-        cluster: Cluster,
-        writer: NodeClaimWriter,
-        cloud: CloudProvider,
-        clock: Clock,
-        offerings: OfferingFilter | None = None,
-        events: Events | None = None,
-        nomination_seconds: float = 20.0,
-        indexes: IndexCache | None = None,
-    ) -> None:
-        self.cluster = cluster
-        self.writer = writer
-        self.cloud = cloud
-        self.clock = clock
-        self.offerings = offerings
-        self.events = events
-        self.nomination_seconds = nomination_seconds
-        self.indexes = indexes if indexes is not None else IndexCache()
+    cluster: Cluster
+    writer: NodeClaimWriter
+    cloud: CloudProvider
+    clock: Clock
+    offerings: OfferingFilter | None = None
+    events: Events | None = None
+    nomination_seconds: float = 20.0
+    indexes: IndexCache = field(default_factory=IndexCache)
 
     # ------------------------------------------------------------------ facts
     async def instance_types(self, snapshot: Snapshot) -> dict[str, list[InstanceType]]:

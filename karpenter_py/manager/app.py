@@ -30,7 +30,7 @@ from karpenter_py.controllers.nodeclass.status import KubernetesVersion, NodeCla
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
 from karpenter_py.controllers.nodepool.readiness import NodePoolReadiness
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
-from karpenter_py.controllers.runtime import Background, Controller
+from karpenter_py.controllers.runtime import Background, Controller, Deps
 from karpenter_py.controllers.termination.eviction import EvictionQueue
 from karpenter_py.controllers.termination.node import NodeTermination
 from karpenter_py.controllers.termination.nodeclaim import NodeClaimTermination
@@ -160,6 +160,8 @@ class App:
             )
         )
         self.recorder = EventRecorder(client, clock=self.clock)
+        # What every controller shares, built once.
+        self.deps = Deps(client, self.cluster, self.cloud, self.recorder, self.clock, self.metrics)
         # With AWS the launcher shares the cache the provider was built with.
         self.launcher = Launcher(
             self.cloud,
@@ -188,28 +190,18 @@ class App:
             nomination_seconds=max(2 * settings.batch_max_duration, 10.0),
         )
         self.provisioner = Provisioner(
-            cluster=self.cluster,
-            writer=self.rounds.writer,
-            cloud=self.cloud,
-            clock=self.clock,
-            batcher=self.batcher,
+            self.rounds,
+            self.batcher,
             options=options,
             observe=self.scheduling_metrics.observe_round,
-            rounds=self.rounds,
         )
         self.disruption = Disruption(
-            client=client,
-            cluster=self.cluster,
-            rounds=self.rounds,
-            recorder=self.recorder,
-            clock=self.clock,
-            metrics=self.metrics,
+            self.deps,
+            self.rounds,
             options=options,
             spot_to_spot=settings.feature_gates.spot_to_spot_consolidation,
         )
-        self.gc = NodeClaimGarbageCollector(
-            client, self.cluster, self.cloud, self.recorder, clock=self.clock, metrics=self.metrics
-        )
+        self.gc = NodeClaimGarbageCollector(self.deps)
         self.controllers = self._controllers()
         self.reflectors = self._reflectors()
 
@@ -217,35 +209,24 @@ class App:
     def _controllers(self) -> list[Controller]:
         """Every controller, in one list as upstream's controllers.go keeps them. Each declares
         what wakes it (``watches()``); each runs while this replica leads."""
-        client, cluster, cloud, clock, metrics, rec = (
-            self.client,
-            self.cluster,
-            self.cloud,
-            self.clock,
-            self.metrics,
-            self.recorder,
-        )
-        evictions = EvictionQueue(client, rec, metrics=metrics)
+        deps = self.deps
+        evictions = EvictionQueue(deps.client, deps.recorder, metrics=self.metrics)
         return [
-            Background("events", rec.run),
+            Background("events", self.recorder.run),
             self.provisioner,
-            NodeClaimLifecycle(
-                client, cluster, cloud, self.launcher, rec, clock=clock, metrics=metrics
-            ),
+            NodeClaimLifecycle(deps, self.launcher),
             self.gc,
-            NodeClaimTermination(
-                client, cluster, cloud, rec, clock=clock, metrics=metrics, launcher=self.launcher
-            ),
+            NodeClaimTermination(deps, launcher=self.launcher),
             evictions,
-            NodeTermination(client, cluster, cloud, evictions, rec, clock=clock, metrics=metrics),
-            NodePoolCounter(client, cluster, clock=clock, metrics=metrics),
-            NodePoolReadiness(client, cluster, clock=clock, metrics=metrics),
-            NodeClaimExpiration(client, cluster, cloud, rec, clock=clock, metrics=metrics),
+            NodeTermination(deps, evictions),
+            NodePoolCounter(deps),
+            NodePoolReadiness(deps),
+            NodeClaimExpiration(deps),
             # Consolidatable and Drifted conditions, which disruption reads.
-            NodeClaimDisruption(client, cluster, cloud, rec, clock=clock, metrics=metrics),
+            NodeClaimDisruption(deps),
             self.disruption,
-            NodeClaimPodEvents(client, cluster, clock=clock, metrics=metrics),
-            NodeClaimConsistency(client, cluster, rec, clock=clock, metrics=metrics),
+            NodeClaimPodEvents(deps),
+            NodeClaimConsistency(deps),
             *self._aws_controllers(),
         ]
 
@@ -262,34 +243,17 @@ class App:
             clock=self.clock,
         )
         out: list[Controller] = [
-            NodeClassStatus(
-                self.client,
-                self.cluster,
-                resolver,
-                self.recorder,
-                clock=self.clock,
-                metrics=self.metrics,
-            ),
-            NodeClaimTagging(
-                self.client,
-                self.cluster,
-                aws.provider,
-                cluster_name=aws.cluster.name,
-                metrics=self.metrics,
-            ),
+            NodeClassStatus(self.deps, resolver),
+            NodeClaimTagging(self.deps, aws.provider, cluster_name=aws.cluster.name),
             Background("aws.pricing", aws.pricing.run),
             Background("aws.instancetypes", aws.instance_types.run),
         ]
         if aws.queue is not None:
             out.append(
                 Interruption(
+                    self.deps,
                     aws.queue,
-                    self.client,
-                    self.cluster,
                     self.launcher.unavailable,
-                    self.recorder,
-                    clock=self.clock,
-                    metrics=self.metrics,
                     replace_on_rebalance=self.settings.interruption_replace_on_rebalance,
                 )
             )

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import pytest
 
@@ -23,6 +24,7 @@ from karpenter_py.cloudprovider.aws.messages import (
 )
 from karpenter_py.cloudprovider.aws.sqs import InterruptionQueue
 from karpenter_py.controllers.interruption import Interruption, Outcome
+from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import ServerError
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject
@@ -35,6 +37,7 @@ from tests import factories
 from tests.aws.motosqs import fast_sqs  # noqa: F401 - a fixture
 from tests.motofixture import ZONES
 from tests.unit.cloudprovider.aws.interruption_samples import fuzz_bodies, scheduled_change, spot
+from tests.unit.fakes import deps
 
 QUEUE = "karpenter-interruption"
 OK_IDS = tuple(f"i-0{n:03x}ok" for n in range(20))
@@ -166,13 +169,15 @@ def worker_for(
 ) -> Interruption:
     clock = RealClock()
     return Interruption(
+        deps(
+            client=cast(KubeClient, client),  # the worker only deletes NodeClaims
+            cluster=cluster,
+            recorder=EventRecorder(DroppingWriter(), clock=clock),
+            clock=clock,
+            metrics=metrics,
+        ),
         queue,
-        client,
-        cluster,
         UnavailableOfferings(clock=clock),
-        EventRecorder(DroppingWriter(), clock=clock),
-        clock=clock,
-        metrics=metrics,
     )
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import socket
 import uuid
@@ -89,6 +90,7 @@ from karpenter_py.state.ingest import (
     PodSink,
 )
 from tests.clusterfixture import ClusterHandle
+from tests.unit.fakes import deps
 
 T = TypeVar("T")
 
@@ -487,35 +489,25 @@ def lifecycle_stack(
     )
     recorder = EventRecorder(client, clock=clock, dedupe_window=30.0)
     launcher = Launcher(provider, clock=clock, metrics=metrics)
-    lifecycle = NodeClaimLifecycle(
-        client,
-        cluster,
-        provider,
-        launcher,
-        recorder,
+    shared = deps(
+        client=client,
+        cluster=cluster,
+        cloud=provider,
+        recorder=recorder,
         clock=clock,
         metrics=metrics,
+    )
+    lifecycle = NodeClaimLifecycle(
+        shared,
+        launcher,
         launch_timeout=launch_timeout,
         registration_timeout=registration_timeout,
     )
-    gc = NodeClaimGarbageCollector(
-        client,
-        cluster,
-        provider,
-        recorder,
-        clock=clock,
-        metrics=metrics,
-        interval=gc_interval,
-        orphan_grace=orphan_grace,
-    )
-    nc_term = NodeClaimTermination(
-        client, cluster, provider, recorder, clock=clock, metrics=metrics, launcher=launcher
-    )
+    gc = NodeClaimGarbageCollector(shared, interval=gc_interval, orphan_grace=orphan_grace)
+    nc_term = NodeClaimTermination(shared, launcher=launcher)
     evictions = EvictionQueue(client, recorder, metrics=metrics)
-    node_term = NodeTermination(
-        client, cluster, provider, evictions, recorder, clock=clock, metrics=metrics
-    )
-    counter = NodePoolCounter(client, cluster, clock=clock)
+    node_term = NodeTermination(shared, evictions)
+    counter = NodePoolCounter(dataclasses.replace(shared, metrics=None))
 
     harness.on(NODECLAIMS, upsert=lifecycle.on_nodeclaim, delete=lifecycle.on_nodeclaim_deleted)
     harness.on(NODECLAIMS, upsert=nc_term.on_nodeclaim)

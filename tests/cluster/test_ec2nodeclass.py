@@ -37,6 +37,7 @@ from tests.cluster.harness import (
 )
 from tests.clusterfixture import ClusterHandle
 from tests.motofixture import CLUSTER, DISCOVERY_TAG, Network, seed_network
+from tests.unit.fakes import deps
 
 pytestmark = pytest.mark.cluster
 
@@ -83,7 +84,10 @@ async def world(client: KubeClient, aws: AwsClients) -> AsyncIterator[World]:
     h = Harness(client)
     recorder = EventRecorder(client, clock=clock)
     ctrl = NodeClassStatus(
-        client, h.cluster, resolver, recorder, clock=clock, requeue_seconds=5, wait_seconds=0.5
+        deps(client=client, cluster=h.cluster, recorder=recorder, clock=clock),
+        resolver,
+        requeue_seconds=5,
+        wait_seconds=0.5,
     )
     h.on(NODECLAIMS, delete=ctrl.on_nodeclaim_deleted)
     reflector = Reflector(

@@ -35,6 +35,7 @@ from tests.cluster.harness import (
     unique,
 )
 from tests.clusterfixture import ClusterHandle
+from tests.unit.fakes import deps
 
 pytestmark = pytest.mark.cluster
 
@@ -49,7 +50,7 @@ async def client(cluster: ClusterHandle) -> AsyncIterator[KubeClient]:
 
 
 def wired(h: Harness) -> NodePoolReadiness:
-    ctrl = NodePoolReadiness(h.client, h.cluster, clock=RealClock())
+    ctrl = NodePoolReadiness(deps(client=h.client, cluster=h.cluster, clock=RealClock()))
     h.on(NODEPOOLS, upsert=ctrl.on_nodepool)
     h.on(KWOKNODECLASSES, upsert=ctrl.on_nodeclass, delete=ctrl.on_nodeclass)
     return ctrl

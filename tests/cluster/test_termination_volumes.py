@@ -33,6 +33,7 @@ from tests.cluster.harness import (
     unique,
 )
 from tests.clusterfixture import ClusterHandle
+from tests.unit.fakes import deps
 
 pytestmark = pytest.mark.cluster
 
@@ -56,8 +57,10 @@ async def env(cluster: ClusterHandle) -> AsyncIterator[Env]:
         h = Harness(client)
         stack = lifecycle_stack(h)
         clock = RealClock()
-        podevents = NodeClaimPodEvents(client, h.cluster, clock=clock)
-        consistency = NodeClaimConsistency(client, h.cluster, stack.recorder, clock=clock)
+        podevents = NodeClaimPodEvents(deps(client=client, cluster=h.cluster, clock=clock))
+        consistency = NodeClaimConsistency(
+            deps(client=client, cluster=h.cluster, recorder=stack.recorder, clock=clock)
+        )
         h.on(PODS, upsert=podevents.on_pod, delete=podevents.on_pod_deleted)
         h.on(NODECLAIMS, upsert=consistency.on_nodeclaim, delete=consistency.on_nodeclaim_deleted)
         e = Env(client, h, stack, ns, [])

@@ -17,17 +17,21 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from karpenter_py.aio.clock import Clock, FakeClock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
+from karpenter_py.cloudprovider.protocol import CloudProvider, NodeClassRef, RepairPolicy
+from karpenter_py.controllers.runtime import Deps
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.config import KubeConfig
 from karpenter_py.kube.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
+from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject, ListResult, Page
 from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS, NODES, Resource
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import node_from_dict
 from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 from tests import factories
 
@@ -591,3 +595,30 @@ class FakeWriter:
         obj = {**body, "metadata": meta}
         self.created.append(obj)
         return obj
+
+
+# --------------------------------------------------------------------------- controller deps
+
+
+def deps(
+    *,
+    client: KubeClient | None = None,
+    cluster: Cluster | None = None,
+    cloud: CloudProvider | None = None,
+    recorder: EventRecorder | None = None,
+    clock: Clock | None = None,
+    metrics: Metrics | None = None,
+) -> Deps:
+    """The one way tests build a controller's shared dependencies: what is not given is a
+    ``FakeKube``, an empty ``Cluster``, a ``FakeCloudProvider``, a ``FakeClock`` and an
+    ``EventRecorder`` writing through the client (no metrics)."""
+    client = client if client is not None else FakeKube()
+    clock = clock if clock is not None else FakeClock()
+    return Deps(
+        client=client,
+        cluster=cluster if cluster is not None else Cluster(),
+        cloud=cloud if cloud is not None else FakeCloudProvider(),
+        recorder=recorder if recorder is not None else EventRecorder(client, clock=clock),
+        clock=clock,
+        metrics=metrics,
+    )

@@ -35,7 +35,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from karpenter_py.aio.clock import Clock
 from karpenter_py.controllers.disruption import events
 from karpenter_py.controllers.disruption.budgets import (
     budget_mapping,
@@ -56,9 +55,8 @@ from karpenter_py.controllers.disruption.queue import (
     set_disruption_reason,
 )
 from karpenter_py.controllers.disruption.types import Command, Decision, Reason
-from karpenter_py.controllers.runtime import Watch, wait_synced
-from karpenter_py.kube.client import KubeClient
-from karpenter_py.kube.events import WARNING, EventRecorder, object_ref
+from karpenter_py.controllers.runtime import Deps, Watch, wait_synced
+from karpenter_py.kube.events import WARNING, object_ref
 from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.model.api.nodeclaim import CONDITION_DISRUPTION_REASON
 from karpenter_py.model.api.nodepool import API_VERSION as NODEPOOL_API_VERSION
@@ -66,7 +64,6 @@ from karpenter_py.model.api.nodepool import KIND as NODEPOOL_KIND
 from karpenter_py.model.core import is_disrupted_taint
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.scheduling.inputs import SolveOptions
-from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.snapshot import Snapshot
 from karpenter_py.state.statenode import StateNode
 
@@ -86,13 +83,9 @@ class Disruption:
 
     def __init__(
         self,
-        *,
-        client: KubeClient,
-        cluster: Cluster,
+        deps: Deps,
         rounds: RoundRunner,
-        recorder: EventRecorder,
-        clock: Clock,
-        metrics: Metrics | None = None,
+        *,
         options: SolveOptions | None = None,
         spot_to_spot: bool = False,
         period: float = PERIOD,
@@ -103,12 +96,8 @@ class Disruption:
         offload: bool = True,
         decide: Decide = next_command,
     ) -> None:
-        self.client = client
-        self.cluster = cluster
+        self.deps = deps
         self.rounds = rounds
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
         self.options = options or SolveOptions()
         self.spot_to_spot = spot_to_spot
         self.period = period
@@ -119,15 +108,7 @@ class Disruption:
         self.queue = (
             queue
             if queue is not None
-            else OrchestrationQueue(
-                client=client,
-                cluster=cluster,
-                rounds=rounds,
-                recorder=recorder,
-                clock=clock,
-                metrics=metrics,
-                poll_interval=poll_interval,
-            )
+            else OrchestrationQueue(deps, rounds, poll_interval=poll_interval)
         )
         self.last_decision: Decision | None = None
         self.last_decided_at: datetime | None = None
@@ -146,7 +127,7 @@ class Disruption:
 
     async def run(self) -> None:
         """Disrupt forever; owned by the manager's leader-gated TaskGroup."""
-        await wait_synced(self.cluster)
+        await wait_synced(self.deps.cluster)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.queue.run())
             await self.queue.wait_running()
@@ -161,17 +142,17 @@ class Disruption:
                 if started:
                     await asyncio.sleep(0)  # a checkpoint, then straight into the next pass
                 else:
-                    await self.clock.sleep(self.period)
+                    await self.deps.clock.sleep(self.period)
 
     async def reconcile(self) -> bool:
         """One pass; True when a command was handed to the queue."""
         self.passes += 1
-        snapshot = self.cluster.snapshot(self.clock.now())
+        snapshot = self.deps.cluster.snapshot(self.deps.clock.now())
         if await self.cleanup_strays(snapshot):
-            await self.clock.sleep(SETTLE)
-            snapshot = self.cluster.snapshot(self.clock.now())
+            await self.deps.clock.sleep(SETTLE)
+            snapshot = self.deps.cluster.snapshot(self.deps.clock.now())
         self.budget_signals(snapshot)
-        generation = self.cluster.generation
+        generation = self.deps.cluster.generation
         if self._unchanged_since_noop(generation):
             self.skipped += 1
             return False
@@ -183,7 +164,7 @@ class Disruption:
         self.unconsolidatable(decision, snapshot)
         if not decision.commands:
             self._noop_generation = generation
-            self._noop_at = self.clock.monotonic()
+            self._noop_at = self.deps.clock.monotonic()
             log.debug("disruption pass found nothing", extra={"decision": self.report()})
             return False
         self._noop_generation = None
@@ -204,7 +185,7 @@ class Disruption:
     def _unchanged_since_noop(self, generation: int) -> bool:
         if self._noop_generation is None or generation != self._noop_generation:
             return False
-        return self.clock.monotonic() - self._noop_at < self.recheck_after
+        return self.deps.clock.monotonic() - self._noop_at < self.recheck_after
 
     async def facts(self, snapshot: Snapshot) -> Facts:
         types = await self.rounds.instance_types(snapshot)
@@ -224,9 +205,9 @@ class Disruption:
             decision = await asyncio.to_thread(self.decide, facts)
         else:
             decision = self.decide(facts)
-        if self.metrics is not None:
+        if self.deps.metrics is not None:
             command = decision.commands[0] if decision.commands else None
-            self.metrics.voluntary_disruption_decision_evaluation_duration.labels(
+            self.deps.metrics.voluntary_disruption_decision_evaluation_duration.labels(
                 method=command.method.reason_label if command is not None else "none",
                 consolidation_type=command.method.consolidation_type if command is not None else "",
             ).observe(time.perf_counter() - started)
@@ -236,9 +217,9 @@ class Disruption:
         """Wait the validation delay, then re-check on fresh facts. The command to run (emptiness
         may have shrunk), or None after publishing the rejection."""
         for c in command.candidates:
-            events.candidate(self.recorder, c, command.explanation, self.validation_delay)
-        await self.clock.sleep(self.validation_delay)
-        snapshot = self.cluster.snapshot(self.clock.now())
+            events.candidate(self.deps.recorder, c, command.explanation, self.validation_delay)
+        await self.deps.clock.sleep(self.validation_delay)
+        snapshot = self.deps.cluster.snapshot(self.deps.clock.now())
         facts = await self.facts(snapshot)
         if self.offload:
             again, why = await asyncio.to_thread(revalidate, command, facts)
@@ -252,9 +233,9 @@ class Disruption:
             extra={"command": command_report(command), "why": why},
         )
         for c in command.candidates:
-            events.rejected(self.recorder, c, why)
-        if self.metrics is not None:
-            self.metrics.voluntary_disruption_failed_validations.labels(
+            events.rejected(self.deps.recorder, c, why)
+        if self.deps.metrics is not None:
+            self.deps.metrics.voluntary_disruption_failed_validations.labels(
                 consolidation_type=command.method.consolidation_type
             ).inc()
         return None
@@ -272,13 +253,15 @@ class Disruption:
                 continue
             if sn.node is not None and _has_disrupted_taint(sn):
                 log.info("removing stray disruption taint", extra={"node": sn.node.name})
-                if await set_disrupted_taint(self.client, sn.node.name, present=False):
+                if await set_disrupted_taint(self.deps.client, sn.node.name, present=False):
                     removed += 1
             if sn.nodeclaim.status.get_condition(CONDITION_DISRUPTION_REASON) is not None:
                 log.info(
                     "removing stray disruption condition", extra={"nodeclaim": sn.nodeclaim_name}
                 )
-                if await set_disruption_reason(self.client, self.clock, sn.nodeclaim_name, None):
+                if await set_disruption_reason(
+                    self.deps.client, self.deps.clock, sn.nodeclaim_name, None
+                ):
                     removed += 1
         return removed
 
@@ -288,13 +271,13 @@ class Disruption:
         now = snapshot.now
         usage = pool_node_counts(snapshot.nodes)
         seen: set[tuple[str, str]] = set()
-        mono = self.clock.monotonic()
+        mono = self.deps.clock.monotonic()
         for reason in Reason:
             allowed = budget_mapping(snapshot, reason.value, now)
             for pool, n in allowed.items():
                 seen.add((pool, reason.value))
-                if self.metrics is not None:
-                    self.metrics.nodepools_allowed_disruptions.labels(
+                if self.deps.metrics is not None:
+                    self.deps.metrics.nodepools_allowed_disruptions.labels(
                         nodepool=pool, reason=reason.value
                     ).set(n)
                 size = usage[pool].size if pool in usage else 0
@@ -309,7 +292,7 @@ class Disruption:
                 why = explain_budget(
                     np, reason.value, now, pool_size=size, disrupting=usage[pool].disrupting
                 )
-                self.recorder.record(
+                self.deps.recorder.record(
                     object_ref(
                         NODEPOOL_API_VERSION, NODEPOOL_KIND, pool, uid=np.metadata.uid or None
                     ),
@@ -318,17 +301,17 @@ class Disruption:
                     event_type=WARNING,
                     dedupe=False,
                 )
-        if self.metrics is not None:
+        if self.deps.metrics is not None:
             for pool, reason_value in self._gauge_pools - seen:
                 Metrics.remove_series(
-                    self.metrics.nodepools_allowed_disruptions, (pool, reason_value)
+                    self.deps.metrics.nodepools_allowed_disruptions, (pool, reason_value)
                 )
         self._gauge_pools = seen
 
     def unconsolidatable(self, decision: Decision, snapshot: Snapshot) -> None:
         """``Unconsolidatable`` with the reason on every managed node left alone (15 min dedupe
         per node and reason)."""
-        mono = self.clock.monotonic()
+        mono = self.deps.clock.monotonic()
         self._unconsolidatable_seen = {
             k: t
             for k, t in self._unconsolidatable_seen.items()
@@ -346,19 +329,19 @@ class Disruption:
             if key in self._unconsolidatable_seen:
                 continue
             self._unconsolidatable_seen[key] = mono
-            events.publish(self.recorder, sn, events.UNCONSOLIDATABLE, why, dedupe=False)
+            events.publish(self.deps.recorder, sn, events.UNCONSOLIDATABLE, why, dedupe=False)
 
     def _observe(self, decision: Decision) -> None:
-        if self.metrics is None:
+        if self.deps.metrics is None:
             return
         eligible: dict[str, int] = {}
         for method, n in decision.eligible.items():
             label = method.reason_label
             eligible[label] = max(eligible.get(label, 0), n)
         for label, n in eligible.items():
-            self.metrics.voluntary_disruption_eligible_nodes.labels(reason=label).set(n)
+            self.deps.metrics.voluntary_disruption_eligible_nodes.labels(reason=label).set(n)
         for method in decision.timed_out:
-            self.metrics.voluntary_disruption_consolidation_timeouts.labels(
+            self.deps.metrics.voluntary_disruption_consolidation_timeouts.labels(
                 consolidation_type=method.consolidation_type
             ).inc()
 

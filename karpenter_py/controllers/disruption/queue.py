@@ -51,9 +51,9 @@ from karpenter_py.aio.clock import Clock
 from karpenter_py.aio.tasks import bounded
 from karpenter_py.controllers.disruption import events
 from karpenter_py.controllers.disruption.types import Candidate, Command
+from karpenter_py.controllers.runtime import Deps
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import ConflictError, KubeError, NotFoundError
-from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODES
 from karpenter_py.model.api.meta import CONDITION_TRUE
@@ -66,9 +66,7 @@ from karpenter_py.model.api.nodeclaim import (
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import EFFECT_NO_SCHEDULE, is_disrupted_taint
 from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY
-from karpenter_py.obs.metrics import Metrics
 from karpenter_py.scheduling.plan import NewNodeClaim
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.disruption.queue")
 
@@ -300,23 +298,9 @@ async def _set_disruption_reason(
 class OrchestrationQueue:
     name = "disruption.queue"
 
-    def __init__(
-        self,
-        *,
-        client: KubeClient,
-        cluster: Cluster,
-        rounds: Rounds,
-        recorder: EventRecorder,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        poll_interval: float = POLL_INTERVAL,
-    ) -> None:
-        self.client = client
-        self.cluster = cluster
+    def __init__(self, deps: Deps, rounds: Rounds, *, poll_interval: float = POLL_INTERVAL) -> None:
+        self.deps = deps
         self.rounds = rounds
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
         self.poll_interval = poll_interval
         self._entries: dict[int, Entry] = {}
         self._ids = itertools.count(1)
@@ -363,12 +347,12 @@ class OrchestrationQueue:
         entry = Entry(
             id=next(self._ids),
             command=command,
-            started=self.clock.monotonic(),
+            started=self.deps.clock.monotonic(),
             timeout=command_timeout(len(self._entries) + 1),
         )
         self._entries[entry.id] = entry
-        if self.metrics is not None:
-            self.metrics.voluntary_disruption_decisions.labels(**_labels(command)).inc()
+        if self.deps.metrics is not None:
+            self.deps.metrics.voluntary_disruption_decisions.labels(**_labels(command)).inc()
         self._tg.create_task(self._run_entry(entry), name=f"disruption-command-{entry.id}")
         return entry
 
@@ -380,7 +364,7 @@ class OrchestrationQueue:
             # leader's hygiene pass removes the taints and conditions.
             if entry.marked:
                 kept = [n for n in entry.nodeclaim_names if n not in entry.deleted]
-                self.cluster.unmark_for_deletion(*kept)
+                self.deps.cluster.unmark_for_deletion(*kept)
                 entry.marked = False
             entry.outcome = Outcome.CANCELLED
             raise
@@ -425,14 +409,14 @@ class OrchestrationQueue:
         reason = cmd.reason.value
         problems: list[str] = []
         for c in cmd.candidates:
-            if await set_disrupted_taint(self.client, c.name, present=True):
+            if await set_disrupted_taint(self.deps.client, c.name, present=True):
                 entry.tainted.append(c.name)
             else:
                 problems.append(f"taint node {c.name}")
             if not c.nodeclaim_name:
                 continue
             if await set_disruption_reason(
-                self.client, self.clock, c.nodeclaim_name, reason, message=cmd.explanation
+                self.deps.client, self.deps.clock, c.nodeclaim_name, reason, message=cmd.explanation
             ):
                 entry.conditioned.append(c.nodeclaim_name)
             else:
@@ -450,7 +434,7 @@ class OrchestrationQueue:
         if not cmd.replacements:
             return
         created, failures = await self.rounds.create(
-            cmd.replacements, self.cluster.nodepools, reason=cmd.method.reason_label
+            cmd.replacements, self.deps.cluster.nodepools, reason=cmd.method.reason_label
         )
         entry.replacements = [created[r] for r in cmd.replacements if r in created]
         if failures or len(created) < len(cmd.replacements):
@@ -465,11 +449,11 @@ class OrchestrationQueue:
         )
 
     def _mark(self, entry: Entry) -> None:
-        self.cluster.mark_for_deletion(*entry.nodeclaim_names)
+        self.deps.cluster.mark_for_deletion(*entry.nodeclaim_names)
         entry.marked = True
-        until = self.clock.now() + timedelta(seconds=self.rounds.nomination_seconds)
+        until = self.deps.clock.now() + timedelta(seconds=self.rounds.nomination_seconds)
         for name in entry.replacements:
-            self.cluster.nominate(name, until)
+            self.deps.cluster.nominate(name, until)
 
     async def _wait_initialized(self, entry: Entry) -> None:
         if not entry.replacements:
@@ -479,7 +463,7 @@ class OrchestrationQueue:
         while True:
             waiting: list[NodeClaim] = []
             for name in entry.replacements:
-                nc = self.cluster.nodeclaims.get(name)
+                nc = self.deps.cluster.nodeclaims.get(name)
                 if nc is None or nc.metadata.deletion_timestamp is not None:
                     raise _Abort(
                         Outcome.REPLACEMENT_DELETED,
@@ -489,7 +473,7 @@ class OrchestrationQueue:
                     waiting.append(nc)
             if not waiting:
                 return
-            if self.clock.monotonic() - entry.started >= entry.timeout:
+            if self.deps.clock.monotonic() - entry.started >= entry.timeout:
                 raise _Abort(
                     Outcome.TIMED_OUT,
                     f"replacements not initialized within {entry.timeout:g}s",
@@ -497,10 +481,10 @@ class OrchestrationQueue:
             launched = all(nc.status.is_true(CONDITION_LAUNCHED) for nc in waiting)
             for c in cmd.candidates:
                 if launched:
-                    events.waiting_readiness(self.recorder, c, names)
+                    events.waiting_readiness(self.deps.recorder, c, names)
                 else:
-                    events.launching(self.recorder, c, names, cmd.reason.value)
-            await self.clock.sleep(self.poll_interval)
+                    events.launching(self.deps.recorder, c, names, cmd.reason.value)
+            await self.deps.clock.sleep(self.poll_interval)
 
     async def _delete(self, entry: Entry) -> set[str]:
         """Delete every candidate NodeClaim; the names that could not be deleted."""
@@ -512,7 +496,7 @@ class OrchestrationQueue:
                 continue
             if await self._delete_one(nc):
                 entry.deleted.append(nc.name)
-                events.terminating(self.recorder, c, cmd.reason.value)
+                events.terminating(self.deps.recorder, c, cmd.reason.value)
                 self._count_disrupted(cmd, c, nc)
             else:
                 failed.add(nc.name)
@@ -522,7 +506,7 @@ class OrchestrationQueue:
         for attempt in range(DELETE_ATTEMPTS):
             try:
                 async with asyncio.timeout(API_TIMEOUT):
-                    await self.client.delete(NODECLAIMS, nc.name, uid=nc.metadata.uid or None)
+                    await self.deps.client.delete(NODECLAIMS, nc.name, uid=nc.metadata.uid or None)
             except (NotFoundError, ConflictError):
                 return True  # gone, or a same-named successor we must not touch
             except (KubeError, TimeoutError) as err:
@@ -530,16 +514,16 @@ class OrchestrationQueue:
                     "deleting candidate nodeclaim failed",
                     extra={"nodeclaim": nc.name, "attempt": attempt + 1, "error": str(err)},
                 )
-                await self.clock.sleep(self.poll_interval)
+                await self.deps.clock.sleep(self.poll_interval)
                 continue
             return True
         return False
 
     def _count_disrupted(self, cmd: Command, c: Candidate, nc: NodeClaim) -> None:
-        if self.metrics is None:
+        if self.deps.metrics is None:
             return
         labels = nc.metadata.labels or {}
-        self.metrics.nodeclaims_disrupted.labels(
+        self.deps.metrics.nodeclaims_disrupted.labels(
             reason=cmd.method.reason_label,
             nodepool=labels.get(LABEL_NODEPOOL, c.pool_name),
             capacity_type=labels.get(LABEL_CAPACITY_TYPE, c.capacity_type),
@@ -559,25 +543,29 @@ class OrchestrationQueue:
         entry.outcome = outcome
         entry.detail = detail
         log.warning("disruption command failed", extra=entry.summary())
-        if self.metrics is not None:
-            self.metrics.voluntary_disruption_queue_failures.labels(**_labels(entry.command)).inc()
+        if self.deps.metrics is not None:
+            self.deps.metrics.voluntary_disruption_queue_failures.labels(
+                **_labels(entry.command)
+            ).inc()
         chosen = (
             list(candidates)
             if candidates is not None
             else [c for c in entry.command.candidates if c.nodeclaim_name not in entry.deleted]
         )
         if entry.marked:
-            self.cluster.unmark_for_deletion(*(c.nodeclaim_name for c in chosen))
+            self.deps.cluster.unmark_for_deletion(*(c.nodeclaim_name for c in chosen))
         for c in chosen:
             if c.name in entry.tainted:
                 await bounded(
-                    set_disrupted_taint(self.client, c.name, present=False),
+                    set_disrupted_taint(self.deps.client, c.name, present=False),
                     within=API_TIMEOUT,
                     what=f"untainting {c.name}",
                 )
             if c.nodeclaim_name in entry.conditioned:
                 await bounded(
-                    set_disruption_reason(self.client, self.clock, c.nodeclaim_name, None),
+                    set_disruption_reason(
+                        self.deps.client, self.deps.clock, c.nodeclaim_name, None
+                    ),
                     within=API_TIMEOUT,
                     what=f"clearing {CONDITION_DISRUPTION_REASON} on {c.nodeclaim_name}",
                 )

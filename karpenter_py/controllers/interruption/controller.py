@@ -25,7 +25,6 @@ from enum import StrEnum
 from typing import Final, Protocol
 
 from karpenter_py.aio.backoff import Backoff
-from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.aws.messages import (
     CapacityReservationInterruption,
     Message,
@@ -38,11 +37,10 @@ from karpenter_py.cloudprovider.aws.messages import (
     StateChange,
     parse_message,
 )
-from karpenter_py.controllers.runtime import Watch, wait_synced
+from karpenter_py.controllers.runtime import Deps, Watch, wait_synced
 from karpenter_py.kube.errors import ConflictError, NotFoundError
-from karpenter_py.kube.events import NORMAL, WARNING, EventRecorder, EventType, object_ref
-from karpenter_py.kube.objects import KubeObject
-from karpenter_py.kube.resources import NODECLAIMS, Resource
+from karpenter_py.kube.events import NORMAL, WARNING, EventType, object_ref
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.launcher.launch import UnavailableOfferings
 from karpenter_py.model.api.nodeclaim import API_VERSION, KIND, NodeClaim
 from karpenter_py.model.core import Node
@@ -54,7 +52,6 @@ from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_ZONE,
 )
-from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.interruption")
@@ -89,14 +86,6 @@ class QueuePort(Protocol):
     async def receive(self) -> list[QueueMessage]: ...
 
     async def delete(self, msg: QueueMessage) -> None: ...
-
-
-class NodeClaimDeleter(Protocol):
-    """What the worker needs from the API client (``KubeClient`` satisfies it)."""
-
-    async def delete(
-        self, resource: Resource, name: str, *, uid: str | None = None
-    ) -> KubeObject: ...
 
 
 class InstanceIndex:
@@ -137,27 +126,19 @@ class Interruption:
 
     def __init__(
         self,
+        deps: Deps,
         queue: QueuePort,
-        client: NodeClaimDeleter,
-        cluster: Cluster,
         unavailable: UnavailableOfferings,
-        recorder: EventRecorder,
         *,
-        clock: Clock,
-        metrics: Metrics | None = None,
         replace_on_rebalance: bool = False,
         backoff: Backoff | None = None,
     ) -> None:
+        self.deps = deps
         self.queue = queue
-        self.client = client
-        self.cluster = cluster
         self.unavailable = unavailable
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
         self.replace_on_rebalance = replace_on_rebalance
         self.backoff = backoff if backoff is not None else Backoff(initial=1.0, maximum=60.0)
-        self.index = InstanceIndex(cluster)
+        self.index = InstanceIndex(deps.cluster)
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
 
     # ------------------------------------------------------------------ loop
@@ -167,7 +148,7 @@ class Interruption:
     async def run(self) -> None:
         """Poll and handle forever; owned by the manager's leader-gated TaskGroup. Acts only on a
         complete view: an instance not in a half-listed cache is not "unknown"."""
-        await wait_synced(self.cluster)
+        await wait_synced(self.deps.cluster)
         while True:
             await self.poll_once()
 
@@ -187,7 +168,7 @@ class Interruption:
                     "attempt": self.backoff.attempts,
                 },
             )
-            await self.clock.sleep(delay)
+            await self.deps.clock.sleep(delay)
             return []
         self.backoff.reset()
         return await self.handle_batch(batch)
@@ -217,8 +198,8 @@ class Interruption:
                 extra={"message_id": msg.id, "reason": e.reason},
             )
             return await self._delete(msg, Outcome.UNPARSEABLE)
-        if self.metrics is not None:
-            self.metrics.interruption_received_messages.labels(message_type=parsed.kind).inc()
+        if self.deps.metrics is not None:
+            self.deps.metrics.interruption_received_messages.labels(message_type=parsed.kind).inc()
         try:
             await self.act(parsed)
         except Exception as e:
@@ -239,11 +220,11 @@ class Interruption:
                 extra={"message_id": msg.id, "error": str(e)},
             )
             return Outcome.DELETE_FAILED
-        if self.metrics is not None:
-            self.metrics.interruption_deleted_messages.inc()
+        if self.deps.metrics is not None:
+            self.deps.metrics.interruption_deleted_messages.inc()
             if msg.sent_at is not None:
-                waited = (self.clock.now() - msg.sent_at).total_seconds()
-                self.metrics.interruption_message_queue_duration.observe(max(0.0, waited))
+                waited = (self.deps.clock.now() - msg.sent_at).total_seconds()
+                self.deps.metrics.interruption_message_queue_duration.observe(max(0.0, waited))
         return outcome
 
     async def act(self, msg: Message) -> None:
@@ -262,7 +243,7 @@ class Interruption:
             raise failure
 
     async def _act_on(self, msg: Message, nc: NodeClaim) -> None:
-        node = self.cluster.node_for_provider_id(nc.status.provider_id)
+        node = self.deps.cluster.node_for_provider_id(nc.status.provider_id)
         self._notify(msg, nc, node)
         if isinstance(msg, SpotInterruption):
             self._mark_unavailable(msg, nc, CAPACITY_TYPE_SPOT)
@@ -300,7 +281,7 @@ class Interruption:
     async def _delete_nodeclaim(self, msg: Message, nc: NodeClaim, node: Node | None) -> None:
         try:
             async with asyncio.timeout(API_TIMEOUT):
-                await self.client.delete(NODECLAIMS, nc.name, uid=nc.metadata.uid or None)
+                await self.deps.client.delete(NODECLAIMS, nc.name, uid=nc.metadata.uid or None)
         except (NotFoundError, ConflictError):
             return  # gone already, or a same-named successor we must not touch
         kind = str(msg.kind)
@@ -310,9 +291,9 @@ class Interruption:
         )
         text = f"Deleting the NodeClaim ahead of the interruption ({kind})"
         self._record(nc, node, Reason.TERMINATING_ON_INTERRUPTION, text, WARNING)
-        if self.metrics is not None:
+        if self.deps.metrics is not None:
             labels = nc.metadata.labels
-            self.metrics.nodeclaims_disrupted.labels(
+            self.deps.metrics.nodeclaims_disrupted.labels(
                 reason=kind,
                 nodepool=labels.get(LABEL_NODEPOOL, ""),
                 capacity_type=labels.get(LABEL_CAPACITY_TYPE, ""),
@@ -327,14 +308,14 @@ class Interruption:
     def _record(
         self, nc: NodeClaim, node: Node | None, reason: str, text: str, type_: EventType
     ) -> None:
-        self.recorder.record(
+        self.deps.recorder.record(
             object_ref(API_VERSION, KIND, nc.name, uid=nc.metadata.uid or None),
             reason,
             text,
             event_type=type_,
         )
         if node is not None:
-            self.recorder.record(
+            self.deps.recorder.record(
                 object_ref("v1", "Node", node.name, uid=node.uid or None),
                 reason,
                 text,

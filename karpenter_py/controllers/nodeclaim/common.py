@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_py.controllers.common import Deps
+from karpenter_py.controllers.runtime import Deps
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import ConflictError, NotFoundError
 from karpenter_py.kube.events import object_ref

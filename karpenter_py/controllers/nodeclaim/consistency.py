@@ -22,12 +22,11 @@ import logging
 from collections.abc import Sequence
 from typing import Final
 
-from karpenter_py.aio.clock import Clock
 from karpenter_py.controllers.nodeclaim.common import nodeclaim_ref
-from karpenter_py.controllers.runtime import QueueController, Result, Watch
-from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.events import WARNING, EventRecorder
+from karpenter_py.kube.events import WARNING
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.meta import CONDITION_FALSE, CONDITION_TRUE
@@ -38,8 +37,6 @@ from karpenter_py.model.api.nodeclaim import (
 )
 from karpenter_py.model.core import Node
 from karpenter_py.model.quantity import QuantityError, format_resource, parse_resource
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.consistency")
 
@@ -91,18 +88,9 @@ class NodeClaimConsistency(QueueController):
     name = "nodeclaim.consistency"
 
     def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        recorder: EventRecorder,
-        *,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        scan_period: float = SCAN_PERIOD,
-        workers: int | None = None,
+        self, deps: Deps, *, scan_period: float = SCAN_PERIOD, workers: int | None = None
     ) -> None:
-        super().__init__(client, cluster, clock=clock, metrics=metrics, workers=workers)
-        self.recorder = recorder
+        super().__init__(deps, workers=workers)
         self.scan_period = scan_period
         self._scanned: dict[str, float] = {}  # NodeClaim UID -> monotonic time of last check
 
@@ -124,26 +112,28 @@ class NodeClaimConsistency(QueueController):
         last = self._scanned.get(uid)
         if last is None:
             return 0.0
-        return max(0.0, self.scan_period - (self.clock.monotonic() - last))
+        return max(0.0, self.scan_period - (self.deps.clock.monotonic() - last))
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
-        nc = self.cluster.nodeclaims.get(key)
+        nc = self.deps.cluster.nodeclaims.get(key)
         if nc is None or not should_check(nc):
             return None  # an Initialized (or delete) update triggers us again
         uid = nc.metadata.uid
         wait = self._remaining(uid)
         if wait > 0:
             return Result(requeue_after=wait)
-        nodes = [n for n in self.cluster.nodes.values() if n.provider_id == nc.status.provider_id]
+        nodes = [
+            n for n in self.deps.cluster.nodes.values() if n.provider_id == nc.status.provider_id
+        ]
         if len(nodes) != 1:
             # Missing or duplicated Nodes are the lifecycle controller's to report.
-            self._scanned[uid] = self.clock.monotonic()
+            self._scanned[uid] = self.deps.clock.monotonic()
             return Result(requeue_after=self.scan_period)
         issues = node_shape_issues(nc, nodes[0])
         for issue in issues:
             log.error("consistency error", extra={"nodeclaim": nc.name, "issue": issue})
-            self.recorder.record(
+            self.deps.recorder.record(
                 nodeclaim_ref(nc),
                 EVENT_FAILED_CONSISTENCY_CHECK,
                 issue,
@@ -151,14 +141,14 @@ class NodeClaimConsistency(QueueController):
                 dedupe_values=(uid, issue),
             )
         await self._write_condition(nc, issues)
-        self._scanned[uid] = self.clock.monotonic()
+        self._scanned[uid] = self.deps.clock.monotonic()
         return Result(requeue_after=self.scan_period)
 
     async def _write_condition(self, nc: NodeClaim, issues: list[str]) -> None:
         """ConsistentStateFound through the status subresource, conditional on the
         resourceVersion read (a conflict raises: the runtime retries on fresher data)."""
         work = nc.model_copy(deep=True)
-        now = self.clock.now()
+        now = self.deps.clock.now()
         if issues:
             changed = work.status.set_condition(
                 CONDITION_CONSISTENT_STATE_FOUND,
@@ -178,7 +168,7 @@ class NodeClaimConsistency(QueueController):
             "status": work.status.model_dump(mode="json", by_alias=True),
         }
         try:
-            await self.client.patch(
+            await self.deps.client.patch(
                 NODECLAIMS, nc.name, patch, patch_type=PatchType.MERGE, subresource="status"
             )
         except NotFoundError:

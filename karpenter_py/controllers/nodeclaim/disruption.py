@@ -37,14 +37,13 @@ from functools import cached_property
 from typing import Final
 
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.controllers.common import DepsController
 from karpenter_py.controllers.nodeclaim.common import nodepool_of
 from karpenter_py.controllers.nodeclaim.drift import (
     instance_type_check_due,
     instance_type_drift,
     nodepool_drift,
 )
-from karpenter_py.controllers.runtime import Result, Watch
+from karpenter_py.controllers.runtime import QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata
@@ -126,7 +125,7 @@ def set_drifted(nc: NodeClaim, reason: str, now: datetime) -> None:
         nc.status.clear_condition(CONDITION_DRIFTED)
 
 
-class NodeClaimDisruption(DepsController):
+class NodeClaimDisruption(QueueController):
     name = "nodeclaim.disruption"
 
     @cached_property

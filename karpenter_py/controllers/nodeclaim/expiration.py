@@ -12,9 +12,8 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from karpenter_py.controllers.common import DepsController
 from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim, nodeclaim_ref
-from karpenter_py.controllers.runtime import Result, Watch
+from karpenter_py.controllers.runtime import QueueController, Result, Watch
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.common import parse_nillable_duration
 from karpenter_py.model.api.nodeclaim import NodeClaim
@@ -41,7 +40,7 @@ def seconds_until_expiry(nc: NodeClaim, now: datetime) -> float | None:
     return None if when is None else (when - now) / timedelta(seconds=1)
 
 
-class NodeClaimExpiration(DepsController):
+class NodeClaimExpiration(QueueController):
     name = "nodeclaim.expiration"
 
     def watches(self) -> Sequence[Watch]:

@@ -16,17 +16,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import Deps
 from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim
-from karpenter_py.controllers.runtime import Watch, wait_synced
-from karpenter_py.kube.client import KubeClient
-from karpenter_py.kube.events import EventRecorder
+from karpenter_py.controllers.runtime import Deps, Watch, wait_synced
 from karpenter_py.model.api.nodeclaim import CONDITION_REGISTERED, NodeClaim
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.garbagecollection")
 
@@ -44,18 +37,9 @@ class NodeClaimGarbageCollector:
     name = "nodeclaim.garbagecollection"
 
     def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        cloud: CloudProvider,
-        recorder: EventRecorder,
-        *,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        interval: float = GC_INTERVAL,
-        orphan_grace: float = ORPHAN_GRACE,
+        self, deps: Deps, *, interval: float = GC_INTERVAL, orphan_grace: float = ORPHAN_GRACE
     ) -> None:
-        self.deps = Deps(client, cluster, cloud, recorder, clock, metrics)
+        self.deps = deps
         self.interval = interval
         self.orphan_grace = orphan_grace
         self._unclaimed_since: dict[str, float] = {}  # provider ID -> monotonic first seen

@@ -8,8 +8,9 @@ labelled ``karpenter.sh/initialized=true`` and the NodeClaim's Initialized condi
 
 from __future__ import annotations
 
-from karpenter_py.controllers.common import Deps, nodes_for
+from karpenter_py.controllers.common import nodes_for
 from karpenter_py.controllers.nodeclaim.common import DONE, PhaseResult
+from karpenter_py.controllers.runtime import Deps
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.resources import NODES
 from karpenter_py.model.api.meta import CONDITION_TRUE, CONDITION_UNKNOWN

@@ -7,13 +7,13 @@ deletion or a retry.
 
 from __future__ import annotations
 
-from karpenter_py.controllers.common import Deps
 from karpenter_py.controllers.nodeclaim.common import (
     DONE,
     PhaseResult,
     delete_nodeclaim,
     nodeclaim_ref,
 )
+from karpenter_py.controllers.runtime import Deps
 from karpenter_py.kube.events import WARNING
 from karpenter_py.launcher.launch import Launcher, LaunchStatus
 from karpenter_py.model.api.meta import CONDITION_TRUE, CONDITION_UNKNOWN

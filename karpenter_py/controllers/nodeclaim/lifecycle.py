@@ -22,9 +22,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from karpenter_py.aio.clock import Clock
-from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import DepsController, load_nodeclaim, nodes_for
+from karpenter_py.controllers.common import load_nodeclaim, nodes_for
 from karpenter_py.controllers.nodeclaim.common import PhaseResult, map_diff
 from karpenter_py.controllers.nodeclaim.initialization import Initialization
 from karpenter_py.controllers.nodeclaim.launch import Launch
@@ -34,9 +32,8 @@ from karpenter_py.controllers.nodeclaim.liveness import (
     Liveness,
 )
 from karpenter_py.controllers.nodeclaim.registration import Registration
-from karpenter_py.controllers.runtime import Result, Watch
-from karpenter_py.kube.client import KubeClient, PatchType
-from karpenter_py.kube.events import EventRecorder
+from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODES
 from karpenter_py.launcher.launch import Launcher
@@ -48,8 +45,6 @@ from karpenter_py.model.api.meta import (
 )
 from karpenter_py.model.api.nodeclaim import LIFECYCLE_CONDITIONS, NodeClaim
 from karpenter_py.model.labels import FINALIZER_TERMINATION, LABEL_NODE_INITIALIZED
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.lifecycle")
 
@@ -107,27 +102,20 @@ def metadata_patch(before: NodeClaim, after: NodeClaim) -> dict[str, Any]:
     return out
 
 
-class NodeClaimLifecycle(DepsController):
+class NodeClaimLifecycle(QueueController):
     name = "nodeclaim.lifecycle"
     default_workers = 100
 
     def __init__(
         self,
-        client: KubeClient,
-        cluster: Cluster,
-        cloud: CloudProvider,
+        deps: Deps,
         launcher: Launcher,
-        recorder: EventRecorder,
         *,
-        clock: Clock,
-        metrics: Metrics | None = None,
         launch_timeout: float = LAUNCH_TIMEOUT,
         registration_timeout: float = REGISTRATION_TIMEOUT,
         workers: int | None = None,
     ) -> None:
-        super().__init__(
-            client, cluster, cloud, recorder, clock=clock, metrics=metrics, workers=workers
-        )
+        super().__init__(deps, workers=workers)
         self.launcher = launcher
         self._phases: tuple[Phase, ...] = (
             Launch(self.deps, launcher),

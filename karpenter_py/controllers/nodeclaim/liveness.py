@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from karpenter_py.controllers.common import Deps
 from karpenter_py.controllers.nodeclaim.common import DONE, PhaseResult, delete_nodeclaim
+from karpenter_py.controllers.runtime import Deps
 from karpenter_py.model.api.meta import CONDITION_TRUE
 from karpenter_py.model.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim
 

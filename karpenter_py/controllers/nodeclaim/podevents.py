@@ -165,7 +165,7 @@ class NodeClaimPodEvents(QueueController):
             self._event(previous.node_name)
 
     def _event(self, node_name: str) -> None:
-        self._pending[node_name] = self.clock.now()
+        self._pending[node_name] = self.deps.clock.now()
         self.queue.add(node_name)
 
     # ------------------------------------------------------------------ reconcile
@@ -173,9 +173,9 @@ class NodeClaimPodEvents(QueueController):
         when = self._pending.get(key)
         if when is None:
             return None
-        node = self.cluster.nodes.get(key)
+        node = self.deps.cluster.nodes.get(key)
         nc = (
-            self.cluster.nodeclaim_for_provider_id(node.provider_id)
+            self.deps.cluster.nodeclaim_for_provider_id(node.provider_id)
             if node is not None and node.provider_id
             else None
         )
@@ -187,7 +187,7 @@ class NodeClaimPodEvents(QueueController):
         if stamped is not None and when <= stamped:
             self._pending.pop(key, None)  # already covered (second precision on the wire)
             return None
-        now = self.clock.now()
+        now = self.deps.clock.now()
         last_write = _latest(nc.status.last_pod_event_time, written.at if written else None)
         wait = dedupe_remaining(last_write, now)
         if wait > 0:
@@ -195,7 +195,7 @@ class NodeClaimPodEvents(QueueController):
         when = self._pending.pop(key)  # the latest, should an event have come in meanwhile
         patch = {"status": {"lastPodEventTime": format_time(when)}}
         try:
-            await self.client.patch(
+            await self.deps.client.patch(
                 NODECLAIMS, nc.name, patch, patch_type=PatchType.MERGE, subresource="status"
             )
         except NotFoundError:
@@ -205,8 +205,8 @@ class NodeClaimPodEvents(QueueController):
         return None
 
     def _prune(self) -> None:
-        if len(self._writes) > 2 * len(self.cluster.nodeclaims) + 100:
-            for gone in [n for n in self._writes if n not in self.cluster.nodeclaims]:
+        if len(self._writes) > 2 * len(self.deps.cluster.nodeclaims) + 100:
+            for gone in [n for n in self._writes if n not in self.deps.cluster.nodeclaims]:
                 del self._writes[gone]
 
 

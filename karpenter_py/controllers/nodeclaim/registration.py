@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from karpenter_py.controllers.common import Deps, nodes_for
+from karpenter_py.controllers.common import nodes_for
 from karpenter_py.controllers.nodeclaim.common import (
     DONE,
     PhaseResult,
@@ -24,6 +24,7 @@ from karpenter_py.controllers.nodeclaim.common import (
     nodepool_of,
     zone_of,
 )
+from karpenter_py.controllers.runtime import Deps
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.events import WARNING, Reason
 from karpenter_py.kube.objects import KubeObject, metadata

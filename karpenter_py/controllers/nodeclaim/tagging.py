@@ -12,14 +12,11 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.controllers.runtime import QueueController, Result, Watch
-from karpenter_py.kube.client import KubeClient
+from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import CONDITION_REGISTERED
 from karpenter_py.model.labels import TAG_EKS_CLUSTER_NAME, TAG_NAME, TAG_NODECLAIM
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.tagging")
 
@@ -34,19 +31,13 @@ class NodeClaimTagging(QueueController):
     name = "nodeclaim.tagging"
     default_workers = 4
 
+    backoff_base = 1.0
+    backoff_max = 300.0
+
     def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        tagger: InstanceTagger,
-        *,
-        cluster_name: str,
-        metrics: Metrics | None = None,
-        workers: int | None = None,
+        self, deps: Deps, tagger: InstanceTagger, *, cluster_name: str, workers: int | None = None
     ) -> None:
-        super().__init__(
-            client, cluster, metrics=metrics, workers=workers, backoff_base=1.0, backoff_max=300.0
-        )
+        super().__init__(deps, workers=workers)
         self.tagger = tagger
         self.cluster_name = cluster_name
         # Tagged by this process; the annotation may not be in the cache yet when the
@@ -59,7 +50,7 @@ class NodeClaimTagging(QueueController):
         return (Watch(NODECLAIMS, upsert=self.on_nodeclaim),)
 
     async def reconcile(self, key: str) -> Result | None:
-        nc = self.cluster.nodeclaims.get(key)
+        nc = self.deps.cluster.nodeclaims.get(key)
         if nc is None or nc.metadata.deletion_timestamp is not None:
             return None
         if nc.metadata.annotations.get(ANNOTATION_TAGGED) == "true" or key in self._tagged:
@@ -83,7 +74,7 @@ class NodeClaimTagging(QueueController):
             log.info("instance to tag not found", extra={"nodeclaim": key})
             return None
         try:
-            await self.client.patch(
+            await self.deps.client.patch(
                 NODECLAIMS, key, {"metadata": {"annotations": {ANNOTATION_TAGGED: "true"}}}
             )
         except NotFoundError:

@@ -41,10 +41,10 @@ from karpenter_py.cloudprovider.aws.clients import is_aws_error
 from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver, ResolvedNodeClass
 from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
 from karpenter_py.controllers.conditions import ready_rollup, set_conditions
-from karpenter_py.controllers.runtime import QueueController, Result, Watch, WorkerMetrics
+from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.events import EventRecorder, object_ref
+from karpenter_py.kube.events import object_ref
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import EC2NODECLASSES, NODECLAIMS
 from karpenter_py.model.api.ec2nodeclass import (
@@ -65,7 +65,6 @@ from karpenter_py.model.api.meta import (
 )
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.labels import AWS_FINALIZER_TERMINATION, AWS_GROUP
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclass.status")
 
@@ -211,20 +210,15 @@ class NodeClassStatus(QueueController):
 
     def __init__(
         self,
-        client: KubeClient,
-        cluster: Cluster,
+        deps: Deps,
         resolver: NodeClassResolver,
-        recorder: EventRecorder,
         *,
-        clock: Clock,
-        metrics: WorkerMetrics | None = None,
         workers: int | None = None,
         requeue_seconds: float = REQUEUE_SECONDS,
         wait_seconds: float = WAIT_SECONDS,
     ) -> None:
-        super().__init__(client, cluster, clock=clock, metrics=metrics, workers=workers)
+        super().__init__(deps, workers=workers)
         self.resolver = resolver
-        self.recorder = recorder
         self.requeue_seconds = requeue_seconds
         self.wait_seconds = wait_seconds
 
@@ -249,7 +243,7 @@ class NodeClassStatus(QueueController):
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         try:
-            raw = await self.client.get(EC2NODECLASSES, key)
+            raw = await self.deps.client.get(EC2NODECLASSES, key)
         except NotFoundError:
             return None
         try:
@@ -270,7 +264,7 @@ class NodeClassStatus(QueueController):
     async def _set_finalizer(self, nodeclass: EC2NodeClass, *, add: bool) -> EC2NodeClass:
         meta = nodeclass.metadata
         patch = finalizers_patch(meta.resource_version, meta.finalizers, add=add)
-        updated = await self.client.patch(EC2NODECLASSES, meta.name, patch)
+        updated = await self.deps.client.patch(EC2NODECLASSES, meta.name, patch)
         return EC2NodeClass.model_validate(updated)
 
     async def _write_status(self, nodeclass: EC2NodeClass, resolved: ResolvedNodeClass) -> None:
@@ -278,14 +272,14 @@ class NodeClassStatus(QueueController):
         conditions = apply_conditions(
             nodeclass.status.conditions,
             desired_conditions(resolved.failures),
-            now=self.clock.now(),
+            now=self.deps.clock.now(),
             generation=meta.generation,
         )
         body = status_body(nodeclass, resolved, conditions)
         if body == current_body(nodeclass):
             return
         patch = {"status": body, "metadata": {"resourceVersion": meta.resource_version}}
-        await self.client.patch(
+        await self.deps.client.patch(
             EC2NODECLASSES, meta.name, patch, patch_type=PatchType.MERGE, subresource="status"
         )
         self._record_failures(nodeclass, resolved)
@@ -303,7 +297,7 @@ class NodeClassStatus(QueueController):
         ref = self._ref(nodeclass)
         for type_, failure in resolved.failures.items():
             if before.get(type_) != CONDITION_FALSE:
-                self.recorder.record(
+                self.deps.recorder.record(
                     ref, failure.reason, f"{type_}: {failure.message}", event_type="Warning"
                 )
 
@@ -316,13 +310,13 @@ class NodeClassStatus(QueueController):
         meta = nodeclass.metadata
         if AWS_FINALIZER_TERMINATION not in meta.finalizers:
             return None
-        waiting = referencing_nodeclaims(self.cluster.nodeclaims.values(), meta.name)
+        waiting = referencing_nodeclaims(self.deps.cluster.nodeclaims.values(), meta.name)
         if waiting:
             log.info(
                 "ec2nodeclass deletion waits for nodeclaims",
                 extra={"ec2nodeclass": meta.name, "nodeclaims": waiting[:10]},
             )
-            self.recorder.record(
+            self.deps.recorder.record(
                 self._ref(nodeclass),
                 "WaitingOnNodeClaimTermination",
                 f"Waiting on NodeClaim termination for {', '.join(waiting[:10])}",

@@ -89,15 +89,15 @@ class NodePoolCounter(QueueController):
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
-        np = self.cluster.nodepools.get(key)
+        np = self.deps.cluster.nodepools.get(key)
         if np is None or np.metadata.deletion_timestamp is not None:
             return None
-        usage = pool_usage(self.cluster.state_nodes(self.clock.now()), key)
+        usage = pool_usage(self.deps.cluster.state_nodes(self.deps.clock.now()), key)
         patch = status_patch(dict(np.status.resources), np.status.nodes, usage)
         if patch is None:
             return None
         try:
-            await self.client.patch(
+            await self.deps.client.patch(
                 NODEPOOLS, key, patch, patch_type=PatchType.MERGE, subresource="status"
             )
         except NotFoundError:

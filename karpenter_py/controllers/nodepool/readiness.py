@@ -259,19 +259,19 @@ class NodePoolReadiness(QueueController):
         group, kind, name = nodeclass_identity(obj)
         if not name:
             return
-        for pool, np in self.cluster.nodepools.items():
+        for pool, np in self.deps.cluster.nodepools.items():
             g, k, n = nodeclass_key(np)
             if n == name and group in (None, g) and kind in (None, k):
                 self.queue.add(pool)
-        for key in self.cluster.invalid:
+        for key in self.deps.cluster.invalid:
             if key.startswith(INVALID_PREFIX):
                 self.queue.add(key.removeprefix(INVALID_PREFIX))
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
-        np = self.cluster.nodepools.get(key)
+        np = self.deps.cluster.nodepools.get(key)
         if np is None:
-            if INVALID_PREFIX + key in self.cluster.invalid:
+            if INVALID_PREFIX + key in self.deps.cluster.invalid:
                 await self._reconcile_invalid(key)
             return None
         if np.metadata.deletion_timestamp is not None:
@@ -284,7 +284,9 @@ class NodePoolReadiness(QueueController):
             await self._migrate_nodeclaims(key, nodepool_hash(np))
         if patch is not None:
             try:
-                updated = await self.client.patch(NODEPOOLS, key, patch, patch_type=PatchType.MERGE)
+                updated = await self.deps.client.patch(
+                    NODEPOOLS, key, patch, patch_type=PatchType.MERGE
+                )
             except NotFoundError:
                 return None
             # Continue from the server's copy: it is at least as fresh as the cache.
@@ -292,20 +294,22 @@ class NodePoolReadiness(QueueController):
             conditions = raw_conditions(updated)
         ref = nodeclass_key(np)
         desired = readiness_conditions(
-            validation_error=None, nodeclass=ref, nodeclass_ready=self.cluster.nodeclasses.get(ref)
+            validation_error=None,
+            nodeclass=ref,
+            nodeclass_ready=self.deps.cluster.nodeclasses.get(ref),
         )
         await self._write(key, rv, conditions, desired, np.metadata.generation)
         return None
 
     async def _migrate_nodeclaims(self, pool: str, pool_hash: str) -> None:
-        for name, nc in list(self.cluster.nodeclaims.items()):
+        for name, nc in list(self.deps.cluster.nodeclaims.items()):
             if nc.metadata.labels.get(LABEL_NODEPOOL) != pool:
                 continue
             patch = nodeclaim_hash_migration(nc, pool_hash)
             if patch is None:
                 continue
             try:
-                await self.client.patch(NODECLAIMS, name, patch, patch_type=PatchType.MERGE)
+                await self.deps.client.patch(NODECLAIMS, name, patch, patch_type=PatchType.MERGE)
             except NotFoundError:
                 continue
             log.info(
@@ -315,7 +319,7 @@ class NodePoolReadiness(QueueController):
 
     async def _reconcile_invalid(self, key: str) -> None:
         try:
-            raw = await self.client.get(NODEPOOLS, key)
+            raw = await self.deps.client.get(NODEPOOLS, key)
         except NotFoundError:
             return
         meta = metadata(raw)
@@ -331,7 +335,7 @@ class NodePoolReadiness(QueueController):
         desired = readiness_conditions(
             validation_error=error,
             nodeclass=ref,
-            nodeclass_ready=None if ref is None else self.cluster.nodeclasses.get(ref),
+            nodeclass_ready=None if ref is None else self.deps.cluster.nodeclasses.get(ref),
         )
         generation = meta.get("generation")
         await self._write(
@@ -351,12 +355,12 @@ class NodePoolReadiness(QueueController):
         generation: int | None,
     ) -> None:
         conditions = updated_conditions(
-            current, desired, now=self.clock.now(), generation=generation
+            current, desired, now=self.deps.clock.now(), generation=generation
         )
         if conditions is None:
             return
         try:
-            await self.client.patch(
+            await self.deps.client.patch(
                 NODEPOOLS,
                 key,
                 conditions_patch(resource_version, conditions),

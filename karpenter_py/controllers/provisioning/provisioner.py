@@ -17,8 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from karpenter_py.aio.batcher import Batcher
-from karpenter_py.aio.clock import Clock
-from karpenter_py.cloudprovider.protocol import CloudProvider
 from karpenter_py.controllers.runtime import Watch
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODES, PODS
@@ -28,7 +26,6 @@ from karpenter_py.scheduling.fromstate import solve_input
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.scheduling.plan import Plan
 from karpenter_py.scheduling.scheduler import unsupported_reason
-from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import object_key
 from karpenter_py.state.snapshot import is_provisionable
 
@@ -54,35 +51,22 @@ class Provisioner:
 
     def __init__(
         self,
-        *,
-        cluster: Cluster,
-        writer: NodeClaimWriter,
-        cloud: CloudProvider,
-        clock: Clock,
+        rounds: RoundRunner,
         batcher: Batcher[str],
+        *,
         options: SolveOptions | None = None,
-        offerings: OfferingFilter | None = None,
-        events: Events | None = None,
         observe: Callable[[RoundResult], None] | None = None,
-        nomination_seconds: float = 20.0,
         resync_seconds: float = 10.0,
-        rounds: RoundRunner | None = None,
     ) -> None:
-        self.cluster = cluster
-        self.clock = clock
+        # The round runner holds the cluster state, the clock and the cloud; disruption
+        # shares it.
+        self.round = rounds
+        self.cluster = rounds.cluster
+        self.clock = rounds.clock
         self.batcher = batcher
         self.options = options or SolveOptions()
         self.observe = observe
         self.resync_seconds = resync_seconds
-        self.round = rounds or RoundRunner(
-            cluster=cluster,
-            writer=writer,
-            cloud=cloud,
-            clock=clock,
-            offerings=offerings,
-            events=events,
-            nomination_seconds=nomination_seconds,
-        )
         self.rounds: list[RoundResult] = []
 
     # ------------------------------------------------------------------ triggers (sync; from sinks)

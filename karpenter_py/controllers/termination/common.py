@@ -1,4 +1,5 @@
-"""What the termination controllers share: their trigger, finalizer removal, conditions.
+"""What the termination controllers share: their trigger (:class:`FinalizingController`), finalizer
+removal, conditions.
 
 (Controller packages never import each other, so the few helpers the nodeclaim package also has
 are repeated here rather than shared.)
@@ -12,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from karpenter_py.controllers.common import Deps
+from karpenter_py.controllers.runtime import Deps, QueueController
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import ConflictError, NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata
@@ -97,3 +98,12 @@ def is_finalizing(obj: KubeObject) -> bool:
     return bool(meta.get("deletionTimestamp")) and FINALIZER_TERMINATION in (
         meta.get("finalizers") or []
     )
+
+
+class FinalizingController(QueueController):
+    """A termination controller: woken for the objects being deleted that still hold our
+    termination finalizer (keyed by their name)."""
+
+    def enqueue_finalizing(self, obj: KubeObject) -> None:
+        if is_finalizing(obj):
+            self.enqueue(obj)

@@ -29,13 +29,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import DepsController
-from karpenter_py.controllers.runtime import Result, Watch
+from karpenter_py.controllers.runtime import Deps, Result, Watch
 from karpenter_py.controllers.termination.common import (
-    is_finalizing,
+    FinalizingController,
     remove_finalizer,
     set_nodeclaim_condition,
 )
@@ -46,9 +43,9 @@ from karpenter_py.controllers.termination.volumes import (
     min_drain_remaining,
     pending_volume_attachments,
 )
-from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import ConflictError, NotFoundError
-from karpenter_py.kube.events import WARNING, EventRecorder, Reason, object_ref
+from karpenter_py.kube.events import WARNING, Reason, object_ref
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODES, PODS
 from karpenter_py.model.api.meta import CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN
@@ -67,8 +64,6 @@ from karpenter_py.model.labels import (
     LABEL_TOPOLOGY_ZONE,
     TAINT_DISRUPTED_KEY,
 )
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.node.termination")
 
@@ -113,25 +108,14 @@ def _is_cordoned(node: Node) -> bool:
     ] == [EFFECT_NO_SCHEDULE]
 
 
-class NodeTermination(DepsController):
+class NodeTermination(FinalizingController):
     name = "node.termination"
     default_workers = 50
 
     def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        cloud: CloudProvider,
-        eviction_queue: EvictionQueue,
-        recorder: EventRecorder,
-        *,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        workers: int | None = None,
+        self, deps: Deps, eviction_queue: EvictionQueue, *, workers: int | None = None
     ) -> None:
-        super().__init__(
-            client, cluster, cloud, recorder, clock=clock, metrics=metrics, workers=workers
-        )
+        super().__init__(deps, workers=workers)
         self.evictions = eviction_queue
         self._terminating: set[str] = set()  # nodes mid-drain: their pods' events wake us
         self._tainted_at: dict[str, datetime] = {}  # node -> when we first saw it tainted
@@ -143,9 +127,7 @@ class NodeTermination(DepsController):
             Watch(PODS, upsert=self.on_pod, delete=self.on_pod),
         )
 
-    def on_node(self, obj: KubeObject) -> None:
-        if is_finalizing(obj):
-            self.enqueue(obj)
+    on_node = FinalizingController.enqueue_finalizing
 
     def on_pod(self, obj: KubeObject) -> None:
         spec = obj.get("spec")

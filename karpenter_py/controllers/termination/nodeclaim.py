@@ -26,19 +26,16 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
-from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.common import DepsController, load_nodeclaim, nodes_for
-from karpenter_py.controllers.runtime import Result, Watch
+from karpenter_py.controllers.common import load_nodeclaim, nodes_for
+from karpenter_py.controllers.runtime import Deps, Result, Watch
 from karpenter_py.controllers.termination.common import (
-    is_finalizing,
+    FinalizingController,
     remove_finalizer,
     set_nodeclaim_condition,
 )
-from karpenter_py.kube.client import KubeClient, PatchType
+from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODECLAIMS, NODES
 from karpenter_py.launcher.launch import Launcher
@@ -53,8 +50,6 @@ from karpenter_py.model.labels import (
     LABEL_NODEPOOL,
     LABEL_TOPOLOGY_ZONE,
 )
-from karpenter_py.obs.metrics import Metrics
-from karpenter_py.state.cluster import Cluster
 
 log = logging.getLogger("karpenter.nodeclaim.termination")
 
@@ -71,25 +66,14 @@ def termination_deadline(nc: NodeClaim) -> datetime | None:
     return deleted + parse_duration(tgp)
 
 
-class NodeClaimTermination(DepsController):
+class NodeClaimTermination(FinalizingController):
     name = "nodeclaim.termination"
     default_workers = 50
 
     def __init__(
-        self,
-        client: KubeClient,
-        cluster: Cluster,
-        cloud: CloudProvider,
-        recorder: EventRecorder,
-        *,
-        clock: Clock,
-        metrics: Metrics | None = None,
-        launcher: Launcher | None = None,
-        workers: int | None = None,
+        self, deps: Deps, *, launcher: Launcher | None = None, workers: int | None = None
     ) -> None:
-        super().__init__(
-            client, cluster, cloud, recorder, clock=clock, metrics=metrics, workers=workers
-        )
+        super().__init__(deps, workers=workers)
         self.launcher = launcher
 
     # ------------------------------------------------------------------ triggers (sync)
@@ -99,9 +83,7 @@ class NodeClaimTermination(DepsController):
             Watch(NODES, delete=self.on_node_deleted),
         )
 
-    def on_nodeclaim(self, obj: KubeObject) -> None:
-        if is_finalizing(obj):
-            self.enqueue(obj)
+    on_nodeclaim = FinalizingController.enqueue_finalizing
 
     def on_node_deleted(self, obj: KubeObject) -> None:
         spec = obj.get("spec")

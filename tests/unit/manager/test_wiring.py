@@ -16,6 +16,7 @@ from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.config import KubeConfig
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import EC2NODECLASSES, KWOKNODECLASSES, NODES, PODS
+from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.manager.app import App
 from karpenter_py.manager.settings import Settings
 from karpenter_py.manager.wiring import Kind, kind_sinks
@@ -77,11 +78,13 @@ async def test_the_provisioner_reads_the_pod_it_was_woken_for_from_the_state() -
     cluster = Cluster()
     batcher: Batcher[str] = Batcher(idle=0.01, max_window=0.05)
     provisioner = Provisioner(
-        cluster=cluster,
-        writer=FakeWriter(),
-        cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
-        clock=FakeClock(),
-        batcher=batcher,
+        RoundRunner(
+            cluster=cluster,
+            writer=FakeWriter(),
+            cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
+            clock=FakeClock(),
+        ),
+        batcher,
     )
     pods = [Kind(PODS, [PodSink(cluster)])]
     [(_, sink)] = kind_sinks(pods, [w for w in provisioner.watches() if w.kind == PODS])

@@ -35,7 +35,7 @@ from karpenter_py.scheduling.plan import NewNodeClaim
 from karpenter_py.state.cluster import KINDS, Cluster
 from karpenter_py.state.statenode import StateNode
 from tests import factories
-from tests.unit.fakes import FakeNodeAPI
+from tests.unit.fakes import FakeNodeAPI, deps
 
 NOW = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
 OTHER_TAINT = {"key": "team", "value": "a", "effect": "NoSchedule"}
@@ -208,12 +208,15 @@ class World:
         )
         self.client = cast(KubeClient, self.api)
         self.queue = OrchestrationQueue(
-            client=self.client,
-            cluster=self.cluster,
-            rounds=self.rounds,
-            recorder=self.recorder,
-            clock=self.clock,
-            metrics=self.metrics,
+            deps(
+                client=self.client,
+                cluster=self.cluster,
+                cloud=self.rounds.cloud,
+                recorder=self.recorder,
+                clock=self.clock,
+                metrics=self.metrics,
+            ),
+            self.rounds,
         )
 
     def add_node(

@@ -45,12 +45,8 @@ class FakeDecide:
 
 def controller(w: World, decide: Any, **kw: Any) -> Disruption:
     return Disruption(
-        client=w.client,
-        cluster=w.cluster,
-        rounds=w.rounds,
-        recorder=w.recorder,
-        clock=w.clock,
-        metrics=w.metrics,
+        w.queue.deps,
+        w.rounds,
         queue=w.queue,
         offload=False,
         decide=decide,

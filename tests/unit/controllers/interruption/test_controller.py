@@ -30,7 +30,7 @@ from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import KINDS, Cluster
 from tests import factories
 from tests.unit.cloudprovider.aws import interruption_samples as s
-from tests.unit.fakes import FakeKube, wire
+from tests.unit.fakes import FakeKube, deps, wire
 
 ZONE = "us-west-2a"
 
@@ -127,13 +127,9 @@ def world(*, replace_on_rebalance: bool = False, synced: bool = True) -> World:
     recorder = EventRecorder(client, clock=clock)
     metrics = Metrics()
     worker = Interruption(
+        deps(client=client, cluster=cluster, recorder=recorder, clock=clock, metrics=metrics),
         queue,
-        client,
-        cluster,
         unavailable,
-        recorder,
-        clock=clock,
-        metrics=metrics,
         replace_on_rebalance=replace_on_rebalance,
         backoff=Backoff(initial=1.0, maximum=4.0, jitter=0.0),
     )

@@ -21,7 +21,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import Node
 from karpenter_py.state.cluster import Cluster
 from tests import factories
-from tests.unit.fakes import FakeKube, into_cluster, wire
+from tests.unit.fakes import FakeKube, deps, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 EXPECTED = {"cpu": "4", "memory": "16Gi", "pods": "110"}
@@ -154,12 +154,14 @@ def setup(
     cluster.upsert_node(node(found))
     client = FakeKube((NODECLAIMS, wire(nc)), on_write=into_cluster(cluster))
     recorder = CapturingRecorder(client, clock=clock)
-    controller = NodeClaimConsistency(client, cluster, recorder, clock=clock)
+    controller = NodeClaimConsistency(
+        deps(client=client, cluster=cluster, recorder=recorder, clock=clock)
+    )
     return controller, client, recorder, clock
 
 
 def consistent(controller: NodeClaimConsistency) -> tuple[str, str, str] | None:
-    c = controller.cluster.nodeclaims["nc1"].status.get_condition("ConsistentStateFound")
+    c = controller.deps.cluster.nodeclaims["nc1"].status.get_condition("ConsistentStateFound")
     return None if c is None else (c.status, c.reason, c.message)
 
 
@@ -191,7 +193,7 @@ async def test_a_shrunk_node_fails_the_check_and_is_rechecked_every_ten_minutes(
     assert len(recorder.recorded) == 1
 
     # Fixed in the meantime: the next scan flips the condition back.
-    controller.cluster.upsert_node(node(EXPECTED))
+    controller.deps.cluster.upsert_node(node(EXPECTED))
     clock.step(540)
     result = await controller.reconcile("nc1")
     assert result is not None

@@ -20,7 +20,7 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import Offering, make_instance_type
 from karpenter_py.state.cluster import Cluster
 from tests import factories
-from tests.unit.fakes import FakeCloudProvider, FakeKube, into_cluster, wire
+from tests.unit.fakes import FakeCloudProvider, FakeKube, deps, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 DRIFT_REQUEUE = 300.0
@@ -123,7 +123,9 @@ def setup(
     client = FakeKube(*((NODECLAIMS, wire(nc)) for nc in claims), on_write=into_cluster(cluster))
     cloud = FakeCloudProvider(instance_types=[M4X])
     recorder = EventRecorder(client, clock=clock)
-    controller = NodeClaimDisruption(client, cluster, cloud, recorder, clock=clock)
+    controller = NodeClaimDisruption(
+        deps(client=client, cluster=cluster, cloud=cloud, recorder=recorder, clock=clock)
+    )
     return controller, client, cloud, clock
 
 

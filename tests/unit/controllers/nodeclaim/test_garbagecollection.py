@@ -10,7 +10,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import Node
 from karpenter_py.state.cluster import Cluster
 from tests import factories
-from tests.unit.fakes import FakeCloudProvider, FakeKube, wire
+from tests.unit.fakes import FakeCloudProvider, FakeKube, deps, wire
 
 
 def claim(name: str, *, pid: str = "", registered: bool = True) -> NodeClaim:
@@ -26,7 +26,10 @@ def collector(
     cluster: Cluster, cloud: FakeCloudProvider, client: FakeKube, clock: FakeClock
 ) -> NodeClaimGarbageCollector:
     recorder = EventRecorder(client, clock=clock)
-    return NodeClaimGarbageCollector(client, cluster, cloud, recorder, clock=clock, orphan_grace=30)
+    return NodeClaimGarbageCollector(
+        deps(client=client, cluster=cluster, cloud=cloud, recorder=recorder, clock=clock),
+        orphan_grace=30,
+    )
 
 
 def world(*instances: str) -> tuple[Cluster, FakeCloudProvider, FakeKube, FakeClock]:

@@ -23,7 +23,7 @@ from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import node_from_dict
 from karpenter_py.state.cluster import Cluster
-from tests.unit.fakes import FakeKube, into_cluster, wire
+from tests.unit.fakes import FakeKube, deps, into_cluster, wire
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -133,7 +133,12 @@ def setup() -> tuple[NodeClaimPodEvents, FakeKube, FakeClock, Cluster]:
     )
     cluster.upsert_nodeclaim(nc)
     client = FakeKube((NODECLAIMS, wire(nc)), on_write=into_cluster(cluster))
-    return NodeClaimPodEvents(client, cluster, clock=clock), client, clock, cluster
+    return (
+        NodeClaimPodEvents(deps(client=client, cluster=cluster, clock=clock)),
+        client,
+        clock,
+        cluster,
+    )
 
 
 def stamped(cluster: Cluster) -> datetime | None:

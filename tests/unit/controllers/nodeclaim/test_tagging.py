@@ -13,7 +13,7 @@ from karpenter_py.controllers.nodeclaim.tagging import ANNOTATION_TAGGED, NodeCl
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.state.cluster import KINDS, Cluster
-from tests.unit.fakes import FakeKube, wire
+from tests.unit.fakes import FakeKube, deps, wire
 
 PID = "aws:///us-west-2a/i-0abc"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -63,7 +63,9 @@ class FakeTagger:
 
 
 def controller(cluster: Cluster, tagger: FakeTagger, client: FakeKube) -> NodeClaimTagging:
-    return NodeClaimTagging(client, cluster, tagger, cluster_name="test-cluster")
+    return NodeClaimTagging(
+        deps(client=client, cluster=cluster), tagger, cluster_name="test-cluster"
+    )
 
 
 def stored(cluster: Cluster, client: FakeKube, nc: NodeClaim) -> None:

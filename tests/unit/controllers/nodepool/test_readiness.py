@@ -26,10 +26,11 @@ from karpenter_py.launcher.persist import nodepool_hash
 from karpenter_py.model.api.meta import Condition
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import NodePoolSink
 from tests import factories
-from tests.unit.fakes import FakeKube, wire
+from tests.unit.fakes import FakeKube, deps, wire
 
 GROUP, KIND = "karpenter.kwok.sh", "KWOKNodeClass"
 REF = (GROUP, KIND, "default")
@@ -348,7 +349,7 @@ def synced_cluster() -> Cluster:
 
 
 def controller(client: FakeKube, cluster: Cluster, clock: FakeClock) -> NodePoolReadiness:
-    return NodePoolReadiness(client, cluster, clock=clock)
+    return NodePoolReadiness(deps(client=client, cluster=cluster, clock=clock))
 
 
 async def test_reconcile_writes_hash_then_conditions_once() -> None:
@@ -543,8 +544,9 @@ async def test_deleting_or_unknown_pools_are_left_alone() -> None:
     assert gets(client) == []
 
 
-class RecordingMetrics:
+class RecordingMetrics(Metrics):
     def __init__(self) -> None:
+        super().__init__()
         self.reconciles: list[tuple[str, str]] = []
 
     def observe_reconcile(self, controller: str, result: str, seconds: float) -> None:
@@ -560,7 +562,7 @@ async def test_run_waits_for_sync_then_reconciles_with_metrics() -> None:
     client = fake_kube(raw)
     cluster.upsert_nodepool(NodePool.model_validate(raw))
     metrics = RecordingMetrics()
-    ctrl = NodePoolReadiness(client, cluster, clock=clock, metrics=metrics)
+    ctrl = NodePoolReadiness(deps(client=client, cluster=cluster, clock=clock, metrics=metrics))
     ctrl.on_nodepool(raw)
     async with asyncio.TaskGroup() as tg:
         task = tg.create_task(ctrl.run())

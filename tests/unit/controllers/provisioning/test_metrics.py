@@ -7,6 +7,7 @@ from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
+from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.manager.statemetrics import SchedulingMetrics
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.catalog import kwok_catalog
@@ -39,11 +40,13 @@ def setup(pods: list[Pod]) -> tuple[Cluster, Provisioner, SchedulingMetrics, Met
     clock, metrics = FakeClock(), Metrics()
     observer = SchedulingMetrics(metrics, cluster, clock)
     prov = Provisioner(
-        cluster=cluster,
-        writer=FakeWriter(),
-        cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
-        clock=clock,
-        batcher=Batcher(idle=0.01, max_window=0.05),
+        RoundRunner(
+            cluster=cluster,
+            writer=FakeWriter(),
+            cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
+            clock=clock,
+        ),
+        Batcher(idle=0.01, max_window=0.05),
         observe=observer.observe_round,
     )
     return cluster, prov, observer, metrics, clock

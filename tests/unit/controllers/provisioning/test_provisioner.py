@@ -46,11 +46,13 @@ def pending(name: str, cpu: str = "1") -> Pod:
 
 def provisioner(cluster: Cluster, writer: FakeWriter) -> Provisioner:
     return Provisioner(
-        cluster=cluster,
-        writer=writer,
-        cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
-        clock=FakeClock(),
-        batcher=Batcher(idle=0.01, max_window=0.05),
+        RoundRunner(
+            cluster=cluster,
+            writer=writer,
+            cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
+            clock=FakeClock(),
+        ),
+        Batcher(idle=0.01, max_window=0.05),
     )
 
 
@@ -217,14 +219,7 @@ async def test_created_nodeclaims_are_counted_with_their_reason() -> None:
         clock=FakeClock(),
         events=events,
     )
-    prov = Provisioner(
-        cluster=cluster,
-        writer=writer,
-        cloud=rounds.cloud,
-        clock=rounds.clock,
-        batcher=Batcher(idle=0.01, max_window=0.05),
-        rounds=rounds,
-    )
+    prov = Provisioner(rounds, Batcher(idle=0.01, max_window=0.05))
     await prov.provision()
     cluster.upsert_pod(pending("again"))
     snap = cluster.snapshot(rounds.clock.now())

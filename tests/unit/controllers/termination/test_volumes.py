@@ -32,7 +32,7 @@ from karpenter_py.kube.resources import (
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.state.cluster import Cluster
-from tests.unit.fakes import FakeCloudProvider, FakeKube, into_cluster
+from tests.unit.fakes import FakeCloudProvider, FakeKube, deps, into_cluster
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -241,7 +241,9 @@ def setup(
     client.put(NODECLAIMS, nc_raw)
     cluster.upsert_nodeclaim(NodeClaim.model_validate(nc_raw))
     evictions = EvictionQueue(NoEvictions(), recorder)
-    controller = NodeTermination(client, cluster, cloud, evictions, recorder, clock=clock)
+    controller = NodeTermination(
+        deps(client=client, cluster=cluster, cloud=cloud, recorder=recorder, clock=clock), evictions
+    )
     return controller, client, cloud, recorder, cluster
 
 
