@@ -9,8 +9,6 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import cast
 
 import pytest
 
@@ -24,7 +22,6 @@ from karpenter_py.cloudprovider.aws.messages import (
 )
 from karpenter_py.cloudprovider.aws.sqs import InterruptionQueue
 from karpenter_py.controllers.interruption import Interruption, Outcome
-from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.errors import ServerError
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject
@@ -37,7 +34,7 @@ from tests import factories
 from tests.aws.motosqs import fast_sqs  # noqa: F401 - a fixture
 from tests.motofixture import ZONES
 from tests.unit.cloudprovider.aws.interruption_samples import fuzz_bodies, scheduled_change, spot
-from tests.unit.fakes import deps
+from tests.unit.fakes import FakeKube, deps
 
 QUEUE = "karpenter-interruption"
 OK_IDS = tuple(f"i-0{n:03x}ok" for n in range(20))
@@ -49,15 +46,27 @@ _NOT_SQS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 BATCH_CHARS = 240_000  # SendMessageBatch caps the sum of its bodies
 
 
-@dataclass
-class FailingClient:
-    """A NodeClaim API where some deletes always fail with a 500."""
+class FailingClient(FakeKube):
+    """A NodeClaim API where the deletes of some names always fail with a 500 (the shared fake's
+    planned failures answer a given number of calls; these fail every time)."""
 
-    fail: set[str]
-    deleted: list[str] = field(default_factory=list)
+    def __init__(self, failing: set[str]) -> None:
+        super().__init__()
+        self.failing = failing
+        self.deleted: list[str] = []
 
-    async def delete(self, resource: Resource, name: str, *, uid: str | None = None) -> KubeObject:
-        if name in self.fail:
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+    ) -> KubeObject:
+        if name in self.failing:
             raise ServerError(status=500, verb="delete", resource=resource.plural, name=name)
         self.deleted.append(name)
         return {}
@@ -170,7 +179,7 @@ def worker_for(
     clock = RealClock()
     return Interruption(
         deps(
-            client=cast(KubeClient, client),  # the worker only deletes NodeClaims
+            client=client,  # the worker only deletes NodeClaims
             cluster=cluster,
             recorder=EventRecorder(DroppingWriter(), clock=clock),
             clock=clock,
@@ -192,7 +201,7 @@ async def test_ten_thousand_fuzzed_messages(aws: AwsClients) -> None:
     assert 20 < len(expected_stay) < 500  # the run exercises both outcomes
 
     cluster = cluster_with_nodeclaims()
-    client = FailingClient(fail={f"nc-{i}" for i in FAILING_IDS})
+    client = FailingClient(failing={f"nc-{i}" for i in FAILING_IDS})
     metrics = Metrics()
     queue = InterruptionQueue(aws, QUEUE, wait_seconds=1, visibility_seconds=VISIBILITY)
     worker = worker_for(queue, cluster, client, metrics)
@@ -240,7 +249,7 @@ async def test_a_spot_interruption_end_to_end(aws: AwsClients) -> None:
         QueueUrl=url, MessageBody=json.dumps(scheduled_change(OK_IDS[1], OK_IDS[2]))
     )
     cluster = cluster_with_nodeclaims()
-    client = FailingClient(fail=set())
+    client = FailingClient(failing=set())
     metrics = Metrics()
     queue = InterruptionQueue(aws, QUEUE, wait_seconds=1, visibility_seconds=VISIBILITY)
     worker = worker_for(queue, cluster, client, metrics)
