@@ -148,21 +148,25 @@ def node_dict(
     taints: list[dict[str, str]] | None = None,
     ready: bool = True,
     capacity: dict[str, str] | None = None,
+    resource_version: str | None = None,
 ) -> dict[str, Any]:
     """A Node as the API server holds it; ``capacity`` defaults to ``allocatable``."""
     alloc = (
         allocatable if allocatable is not None else {"cpu": "4", "memory": "16Gi", "pods": "110"}
     )
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"uid-{name}",
+        "labels": {LABEL_HOSTNAME: name, **(labels or {})},
+        "annotations": annotations or {},
+        "creationTimestamp": T0,
+    }
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "labels": {LABEL_HOSTNAME: name, **(labels or {})},
-            "annotations": annotations or {},
-            "creationTimestamp": T0,
-        },
+        "metadata": meta,
         "spec": {
             "providerID": provider_id if provider_id is not None else f"kwok://{name}",
             "taints": [dict(t) for t in taints or []],
