@@ -74,10 +74,7 @@ class FakeAPI:
         conds = [
             c for c in raw.setdefault("status", {}).get("conditions", []) if c["type"] not in types
         ]
-        for t in types:
-            conds.append(
-                {"type": t, "status": "True", "reason": t, "lastTransitionTime": factories.T0}
-            )
+        conds.extend(factories.condition(t) for t in types)
         raw["status"]["conditions"] = conds
         raw["metadata"]["resourceVersion"] = str(next(self._rv))
         self._mirror(NODECLAIMS, raw)
