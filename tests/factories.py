@@ -80,10 +80,13 @@ def nodepool_dict(
     annotations: dict[str, str] | None = None,
     generation: int | None = None,
     resource_version: str | None = None,
+    pool_labels: dict[str, str] | None = None,
+    termination_grace_period: str | None = None,
     **spec_fields: Any,
 ) -> dict[str, Any]:
     """A NodePool as the API server holds it; other keyword arguments are spec fields.
-    ``uid=""`` leaves out the uid."""
+    ``uid=""`` leaves out the uid; ``pool_labels`` are the NodePool's own (``labels`` its
+    nodes')."""
     template_spec: dict[str, Any] = {
         "nodeClassRef": dict(node_class_ref or KWOK_REF),
         "requirements": requirements or [],
@@ -92,6 +95,8 @@ def nodepool_dict(
         template_spec["expireAfter"] = expire_after
     if taints is not None:
         template_spec["taints"] = taints
+    if termination_grace_period is not None:
+        template_spec["terminationGracePeriod"] = termination_grace_period
     spec: dict[str, Any] = {
         "template": {"metadata": {"labels": labels or {}}, "spec": template_spec},
         **spec_fields,
@@ -111,6 +116,8 @@ def nodepool_dict(
         meta["resourceVersion"] = resource_version
     if annotations is not None:
         meta["annotations"] = annotations
+    if pool_labels is not None:
+        meta["labels"] = pool_labels
     body: dict[str, Any] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -209,7 +216,8 @@ def nodeclaim_dict(
 ) -> dict[str, Any]:
     """A NodeClaim as the API server holds it. ``pool=""`` leaves out the NodePool label;
     ``launched=False`` leaves out the status (a NodeClaim as the provisioner writes it);
-    ``deleting`` is its deletionTimestamp; ``created=None`` leaves out the creationTimestamp."""
+    ``deleting`` is its deletionTimestamp; ``created=None`` leaves out the creationTimestamp and
+    ``uid=""`` the uid (what a client sends to create one)."""
     node_name = node_name if node_name is not None else name
     spec: dict[str, Any] = {
         "nodeClassRef": dict(node_class_ref or KWOK_REF),
@@ -227,11 +235,12 @@ def nodeclaim_dict(
         spec["resources"] = {"requests": resources}
     meta: dict[str, Any] = {
         "name": name,
-        "uid": uid if uid is not None else f"nc-uid-{name}",
         "labels": {**({LABEL_NODEPOOL: pool} if pool else {}), **(labels or {})},
         "annotations": annotations or {},
         "finalizers": finalizers if finalizers is not None else ["karpenter.sh/termination"],
     }
+    if uid != "":
+        meta["uid"] = uid if uid is not None else f"nc-uid-{name}"
     if created is not None:
         meta["creationTimestamp"] = created
     if resource_version is not None:
