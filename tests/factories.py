@@ -82,23 +82,25 @@ def nodepool_dict(
     resource_version: str | None = None,
     pool_labels: dict[str, str] | None = None,
     termination_grace_period: str | None = None,
+    template_spec: dict[str, Any] | None = None,
     **spec_fields: Any,
 ) -> dict[str, Any]:
     """A NodePool as the API server holds it; other keyword arguments are spec fields.
     ``uid=""`` leaves out the uid; ``pool_labels`` are the NodePool's own (``labels`` its
-    nodes')."""
-    template_spec: dict[str, Any] = {
+    nodes'); ``template_spec`` adds or replaces fields of the template's spec."""
+    tspec: dict[str, Any] = {
         "nodeClassRef": dict(node_class_ref or KWOK_REF),
         "requirements": requirements or [],
     }
     if expire_after is not None:
-        template_spec["expireAfter"] = expire_after
+        tspec["expireAfter"] = expire_after
     if taints is not None:
-        template_spec["taints"] = taints
+        tspec["taints"] = taints
     if termination_grace_period is not None:
-        template_spec["terminationGracePeriod"] = termination_grace_period
+        tspec["terminationGracePeriod"] = termination_grace_period
+    tspec.update(template_spec or {})
     spec: dict[str, Any] = {
-        "template": {"metadata": {"labels": labels or {}}, "spec": template_spec},
+        "template": {"metadata": {"labels": labels or {}}, "spec": tspec},
         **spec_fields,
     }
     if disruption is not None:
