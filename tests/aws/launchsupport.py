@@ -71,7 +71,9 @@ def nodeclaim(
     taints: list[dict[str, str]] | None = None,
     startup_taints: list[dict[str, str]] | None = None,
     labels: dict[str, str] | None = None,
+    nodeclass: str = "default",
 ) -> NodeClaim:
+    """A NodeClaim of EC2NodeClass ``nodeclass`` as the provisioner writes it (not launched)."""
     return factories.nodeclaim(
         name,
         pool=pool,
@@ -81,7 +83,7 @@ def nodeclaim(
         created=None,
         expire_after=None,
         launched=False,
-        node_class_ref={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        node_class_ref={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass},
         requirements=requirements,
         taints=taints or [],
         startup_taints=startup_taints or [],
