@@ -10,12 +10,14 @@ initialized on its own Node, a Node that is Ready, a Pod owned by a ReplicaSet.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
-from karpenter_py.model.core import Node, Pod, node_from_dict, pod_from_dict
+from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.model.labels import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
@@ -32,6 +34,22 @@ KWOK_REF = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "defa
 KWOK_NODECLASS_KEY = ("karpenter.kwok.sh", "KWOKNodeClass", "default")
 T0 = "2026-01-01T00:00:00Z"
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _parsed(
+    parse: Callable[[dict[str, Any]], T], build: Callable[P, dict[str, Any]]
+) -> Callable[P, T]:
+    """The model-object builder of a dict builder: same knobs, the dict parsed by ``parse`` (the
+    production parser, so tests exercise it)."""
+
+    @functools.wraps(build)
+    def made(*args: P.args, **kw: P.kwargs) -> T:
+        return parse(build(*args, **kw))
+
+    return made
+
 
 def condition(
     type_: str, status: str = "True", *, at: str = T0, reason: str = "", message: str = ""
@@ -46,7 +64,7 @@ def condition(
     }
 
 
-def nodepool(
+def nodepool_dict(
     name: str = "default",
     *,
     requirements: list[dict[str, Any]] | None = None,
@@ -59,19 +77,30 @@ def nodepool(
     status: dict[str, Any] | None = None,
     node_class_ref: dict[str, str] | None = None,
     expire_after: str | None = None,
+    annotations: dict[str, str] | None = None,
+    generation: int | None = None,
+    resource_version: str | None = None,
+    pool_labels: dict[str, str] | None = None,
+    termination_grace_period: str | None = None,
+    template_spec: dict[str, Any] | None = None,
     **spec_fields: Any,
-) -> NodePool:
-    """A NodePool of the default KWOKNodeClass; other keyword arguments are spec fields."""
-    template_spec: dict[str, Any] = {
+) -> dict[str, Any]:
+    """A NodePool as the API server holds it; other keyword arguments are spec fields.
+    ``uid=""`` leaves out the uid; ``pool_labels`` are the NodePool's own (``labels`` its
+    nodes'); ``template_spec`` adds or replaces fields of the template's spec."""
+    tspec: dict[str, Any] = {
         "nodeClassRef": dict(node_class_ref or KWOK_REF),
         "requirements": requirements or [],
     }
     if expire_after is not None:
-        template_spec["expireAfter"] = expire_after
+        tspec["expireAfter"] = expire_after
     if taints is not None:
-        template_spec["taints"] = taints
+        tspec["taints"] = taints
+    if termination_grace_period is not None:
+        tspec["terminationGracePeriod"] = termination_grace_period
+    tspec.update(template_spec or {})
     spec: dict[str, Any] = {
-        "template": {"metadata": {"labels": labels or {}}, "spec": template_spec},
+        "template": {"metadata": {"labels": labels or {}}, "spec": tspec},
         **spec_fields,
     }
     if disruption is not None:
@@ -80,13 +109,29 @@ def nodepool(
         spec["weight"] = weight
     if limits is not None:
         spec["limits"] = limits
+    meta: dict[str, Any] = {"name": name}
+    if uid != "":
+        meta["uid"] = uid if uid is not None else f"np-{name}"
+    if generation is not None:
+        meta["generation"] = generation
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    if annotations is not None:
+        meta["annotations"] = annotations
+    if pool_labels is not None:
+        meta["labels"] = pool_labels
     body: dict[str, Any] = {
-        "metadata": {"name": name, "uid": uid if uid is not None else f"np-{name}"},
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": meta,
         "spec": spec,
     }
     if status is not None:
         body["status"] = status
-    return NodePool.model_validate(body)
+    return body
+
+
+nodepool = _parsed(NodePool.model_validate, nodepool_dict)
 
 
 def node_labels(
@@ -102,7 +147,7 @@ def node_labels(
     }
 
 
-def node(
+def node_dict(
     name: str,
     *,
     labels: dict[str, str] | None = None,
@@ -112,34 +157,41 @@ def node(
     taints: list[dict[str, str]] | None = None,
     ready: bool = True,
     capacity: dict[str, str] | None = None,
-) -> Node:
-    """A Ready node with 4 CPUs, 16Gi and 110 pods allocatable (``capacity`` defaults to that)."""
+    resource_version: str | None = None,
+) -> dict[str, Any]:
+    """A Node as the API server holds it; ``capacity`` defaults to ``allocatable``."""
     alloc = (
         allocatable if allocatable is not None else {"cpu": "4", "memory": "16Gi", "pods": "110"}
     )
-    return node_from_dict(
-        {
-            "metadata": {
-                "name": name,
-                "uid": f"uid-{name}",
-                "labels": {LABEL_HOSTNAME: name, **(labels or {})},
-                "annotations": annotations or {},
-                "creationTimestamp": T0,
-            },
-            "spec": {
-                "providerID": provider_id if provider_id is not None else f"kwok://{name}",
-                "taints": taints or [],
-            },
-            "status": {
-                "capacity": capacity if capacity is not None else alloc,
-                "allocatable": alloc,
-                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-            },
-        }
-    )
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"uid-{name}",
+        "labels": {LABEL_HOSTNAME: name, **(labels or {})},
+        "annotations": annotations or {},
+        "creationTimestamp": T0,
+    }
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta,
+        "spec": {
+            "providerID": provider_id if provider_id is not None else f"kwok://{name}",
+            "taints": [dict(t) for t in taints or []],
+        },
+        "status": {
+            "capacity": capacity if capacity is not None else alloc,
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
 
 
-def nodeclaim(
+node = _parsed(node_from_dict, node_dict)
+
+
+def nodeclaim_dict(
     name: str,
     *,
     pool: str = "default",
@@ -161,9 +213,13 @@ def nodeclaim(
     capacity: dict[str, str] | None = None,
     allocatable: dict[str, str] | None = None,
     launched: bool = True,
-) -> NodeClaim:
-    """``pool=""`` leaves out the NodePool label; ``launched=False`` leaves out the status (a
-    NodeClaim as the provisioner writes it); ``deleting`` is its deletionTimestamp."""
+    taints: list[dict[str, str]] | None = None,
+    startup_taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """A NodeClaim as the API server holds it. ``pool=""`` leaves out the NodePool label;
+    ``launched=False`` leaves out the status (a NodeClaim as the provisioner writes it);
+    ``deleting`` is its deletionTimestamp; ``created=None`` leaves out the creationTimestamp and
+    ``uid=""`` the uid (what a client sends to create one)."""
     node_name = node_name if node_name is not None else name
     spec: dict[str, Any] = {
         "nodeClassRef": dict(node_class_ref or KWOK_REF),
@@ -173,15 +229,20 @@ def nodeclaim(
         spec["expireAfter"] = expire_after
     if termination_grace_period is not None:
         spec["terminationGracePeriod"] = termination_grace_period
+    if taints is not None:
+        spec["taints"] = taints
+    if startup_taints is not None:
+        spec["startupTaints"] = startup_taints
     if resources is not None:
         spec["resources"] = {"requests": resources}
     meta: dict[str, Any] = {
         "name": name,
-        "uid": uid if uid is not None else f"nc-uid-{name}",
         "labels": {**({LABEL_NODEPOOL: pool} if pool else {}), **(labels or {})},
         "annotations": annotations or {},
         "finalizers": finalizers if finalizers is not None else ["karpenter.sh/termination"],
     }
+    if uid != "":
+        meta["uid"] = uid if uid is not None else f"nc-uid-{name}"
     if created is not None:
         meta["creationTimestamp"] = created
     if resource_version is not None:
@@ -202,13 +263,21 @@ def nodeclaim(
         status["capacity"] = capacity
     if allocatable is not None:
         status["allocatable"] = allocatable
-    body: dict[str, Any] = {"metadata": meta, "spec": spec}
+    body: dict[str, Any] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": meta,
+        "spec": spec,
+    }
     if launched:
         body["status"] = status
-    return NodeClaim.model_validate(body)
+    return body
 
 
-def pod(
+nodeclaim = _parsed(NodeClaim.model_validate, nodeclaim_dict)
+
+
+def pod_dict(
     name: str,
     *,
     namespace: str = "default",
@@ -225,9 +294,10 @@ def pod(
     uid: str | None = None,
     created: str = T0,
     container: str = "c",
+    resource_version: str | None = None,
     **spec: Any,
-) -> Pod:
-    """A pod with one container requesting ``cpu`` and ``memory`` (None: no request). ``pending``
+) -> dict[str, Any]:
+    """A Pod as the API server holds it, with one container requesting ``cpu`` and ``memory`` (None: no request). ``pending``
     makes it unschedulable-pending; ``phase=""`` leaves out the status; other keyword arguments
     are Pod.spec fields (camelCase)."""
     meta: dict[str, Any] = {
@@ -238,6 +308,8 @@ def pod(
         "annotations": annotations or {},
         "creationTimestamp": created,
     }
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
     if owner is not None:
         meta["ownerReferences"] = [
             {
@@ -257,7 +329,7 @@ def pod(
         body_spec["nodeName"] = node_name
     if priority is not None:
         body_spec["priority"] = priority
-    body: dict[str, Any] = {"metadata": meta, "spec": body_spec}
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body_spec}
     if phase is None:
         phase = "Pending" if pending else "Running"
     if phase:
@@ -266,7 +338,10 @@ def pod(
         body["status"]["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
         ]
-    return pod_from_dict(body)
+    return body
+
+
+pod = _parsed(pod_from_dict, pod_dict)
 
 
 def daemonset_pod(name: str, **kw: Any) -> Pod:
@@ -294,6 +369,23 @@ def pdb(
     )
 
 
+def ec2nodeclass_spec(
+    *,
+    role: str = "KarpenterNodeRole",
+    selector: dict[str, str] | None = None,
+    alias: str = "al2023@latest",
+) -> dict[str, Any]:
+    """The getting-started EC2NodeClass spec: subnets and security groups found by ``selector``
+    tags (``karpenter.sh/discovery: test-cluster``), the latest AL2023 AMIs."""
+    tags = selector if selector is not None else {"karpenter.sh/discovery": "test-cluster"}
+    return {
+        "role": role,
+        "amiSelectorTerms": [{"alias": alias}],
+        "subnetSelectorTerms": [{"tags": dict(tags)}],
+        "securityGroupSelectorTerms": [{"tags": dict(tags)}],
+    }
+
+
 def ec2nodeclass(
     name: str = "default",
     *,
@@ -303,27 +395,22 @@ def ec2nodeclass(
     status: dict[str, Any] | None = None,
     resource_version: str | None = None,
     generation: int | None = None,
+    uid: str | None = None,
+    base_spec: dict[str, Any] | None = None,
     **spec: Any,
 ) -> EC2NodeClass:
-    """The getting-started EC2NodeClass: subnets and security groups found by ``selector`` tags
-    (``karpenter.sh/discovery: test-cluster``), the latest AL2023 AMIs. Other keyword arguments
-    are spec fields (camelCase)."""
-    tags = selector if selector is not None else {"karpenter.sh/discovery": "test-cluster"}
+    """An EC2NodeClass of ``ec2nodeclass_spec`` (or of ``base_spec`` where given). Other keyword
+    arguments are spec fields (camelCase)."""
+    if base_spec is None:
+        base_spec = ec2nodeclass_spec(role=role, selector=selector, alias=alias)
     meta: dict[str, Any] = {"name": name}
+    if uid is not None:
+        meta["uid"] = uid
     if resource_version is not None:
         meta["resourceVersion"] = resource_version
     if generation is not None:
         meta["generation"] = generation
-    body: dict[str, Any] = {
-        "metadata": meta,
-        "spec": {
-            "role": role,
-            "amiSelectorTerms": [{"alias": alias}],
-            "subnetSelectorTerms": [{"tags": dict(tags)}],
-            "securityGroupSelectorTerms": [{"tags": dict(tags)}],
-            **spec,
-        },
-    }
+    body: dict[str, Any] = {"metadata": meta, "spec": {**base_spec, **spec}}
     if status is not None:
         body["status"] = status
     return EC2NodeClass.model_validate(body)

@@ -11,7 +11,8 @@ from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
-from karpenter_py.model.labels import LABEL_ARCH, LABEL_NODEPOOL
+from karpenter_py.model.labels import LABEL_ARCH
+from tests import factories
 
 CLUSTER_INFO = ClusterInfo(
     name="test-cluster",
@@ -34,37 +35,31 @@ def ec2nodeclass(
     **spec: Any,
 ) -> EC2NodeClass:
     amis = amis if amis is not None else [("ami-0amd64", "amd64")]
-    body: dict[str, Any] = {
-        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
-        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
-        "role": "KarpenterNodeRole",
-        **spec,
-    }
-    if family in ALIASES:
-        body["amiSelectorTerms"] = [{"alias": ALIASES[family]}]
+    base = factories.ec2nodeclass_spec()
+    if family not in ALIASES:
+        base["amiSelectorTerms"] = [{"tags": {"karpenter.sh/discovery": "test-cluster"}}]
+        base["amiFamily"] = family
     else:
-        body["amiSelectorTerms"] = [{"tags": {"karpenter.sh/discovery": "test-cluster"}}]
-        body["amiFamily"] = family
-    return EC2NodeClass.model_validate(
-        {
-            "metadata": {"name": name, "uid": f"uid-{name}"},
-            "spec": body,
-            "status": {
-                "subnets": [
-                    {"id": sid, "zone": zone}
-                    for zone, sid in (subnets or [("us-west-2a", "subnet-a")])
-                ],
-                "securityGroups": [{"id": sg} for sg in security_groups],
-                "amis": [
-                    {
-                        "id": ami_id,
-                        "requirements": [{"key": LABEL_ARCH, "operator": "In", "values": [arch]}],
-                    }
-                    for ami_id, arch in amis
-                ],
-                "instanceProfile": instance_profile,
-            },
-        }
+        base["amiSelectorTerms"] = [{"alias": ALIASES[family]}]
+    return factories.ec2nodeclass(
+        name,
+        uid=f"uid-{name}",
+        base_spec=base,
+        status={
+            "subnets": [
+                {"id": sid, "zone": zone} for zone, sid in (subnets or [("us-west-2a", "subnet-a")])
+            ],
+            "securityGroups": [{"id": sg} for sg in security_groups],
+            "amis": [
+                {
+                    "id": ami_id,
+                    "requirements": [{"key": LABEL_ARCH, "operator": "In", "values": [arch]}],
+                }
+                for ami_id, arch in amis
+            ],
+            "instanceProfile": instance_profile,
+        },
+        **spec,
     )
 
 
@@ -76,21 +71,22 @@ def nodeclaim(
     taints: list[dict[str, str]] | None = None,
     startup_taints: list[dict[str, str]] | None = None,
     labels: dict[str, str] | None = None,
+    nodeclass: str = "default",
 ) -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": name, "labels": {LABEL_NODEPOOL: pool, **(labels or {})}},
-            "spec": {
-                "nodeClassRef": {
-                    "group": "karpenter.k8s.aws",
-                    "kind": "EC2NodeClass",
-                    "name": "default",
-                },
-                "requirements": requirements or [],
-                "taints": taints or [],
-                "startupTaints": startup_taints or [],
-            },
-        }
+    """A NodeClaim of EC2NodeClass ``nodeclass`` as the provisioner writes it (not launched)."""
+    return factories.nodeclaim(
+        name,
+        pool=pool,
+        labels=labels,
+        uid="",
+        finalizers=[],
+        created=None,
+        expire_after=None,
+        launched=False,
+        node_class_ref={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass},
+        requirements=requirements,
+        taints=taints or [],
+        startup_taints=startup_taints or [],
     )
 
 

@@ -41,6 +41,7 @@ from karpenter_py.model.quantity import format_resources
 from tests import factories
 from tests.aws.fleetfaults import insufficient_capacity
 from tests.aws.launchsupport import converted_nodepool
+from tests.aws.launchsupport import nodeclaim as launch_nodeclaim
 from tests.aws.nodeclasses import ec2nodeclass
 from tests.motofixture import CLUSTER, REGION, ZONES, MotoServer, Network, seed_network
 
@@ -126,22 +127,14 @@ def nodeclaim(
     capacity_type: str = "on-demand",
     nodeclass: str = "default",
 ) -> NodeClaim:
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": name, "labels": {LABEL_NODEPOOL: "default"}},
-            "spec": {
-                "nodeClassRef": {
-                    "group": "karpenter.k8s.aws",
-                    "kind": "EC2NodeClass",
-                    "name": nodeclass,
-                },
-                "requirements": [
-                    {"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": list(types)},
-                    {"key": LABEL_TOPOLOGY_ZONE, "operator": "In", "values": [zone]},
-                    {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": [capacity_type]},
-                ],
-            },
-        }
+    return launch_nodeclaim(
+        name,
+        requirements=[
+            {"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": list(types)},
+            {"key": LABEL_TOPOLOGY_ZONE, "operator": "In", "values": [zone]},
+            {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": [capacity_type]},
+        ],
+        nodeclass=nodeclass,
     )
 
 

@@ -89,6 +89,7 @@ from karpenter_py.state.ingest import (
     NodeSink,
     PodSink,
 )
+from tests import factories
 from tests.clusterfixture import ClusterHandle
 from tests.unit.fakes import deps
 
@@ -333,24 +334,17 @@ def nodepool(
     termination_grace_period: str | None = None,
     limits: Mapping[str, str] | None = None,
 ) -> KubeObject:
-    spec: dict[str, Any] = {
-        "nodeClassRef": nodeclass_ref(nodeclass),
-        "requirements": list(requirements)
+    return factories.nodepool_dict(
+        name,
+        uid="",
+        pool_labels=dict(labels or {}),
+        labels=dict(template_labels or {}),
+        node_class_ref=nodeclass_ref(nodeclass),
+        requirements=[dict(r) for r in requirements]
         or [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}],
-    }
-    if termination_grace_period:
-        spec["terminationGracePeriod"] = termination_grace_period
-    body: KubeObject = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": {
-            "template": {"metadata": {"labels": dict(template_labels or {})}, "spec": spec},
-        },
-    }
-    if limits:
-        body["spec"]["limits"] = dict(limits)
-    return body
+        termination_grace_period=termination_grace_period or None,
+        limits=dict(limits) if limits else None,
+    )
 
 
 def nodeclaim(
@@ -369,9 +363,17 @@ def nodeclaim(
     finalizers: Sequence[str] = ("karpenter.sh/termination",),
 ) -> KubeObject:
     """A NodeClaim as the provisioner would write it (pinned to one offering by default)."""
-    spec: dict[str, Any] = {
-        "nodeClassRef": nodeclass_ref(nodeclass),
-        "requirements": [
+    return factories.nodeclaim_dict(
+        name,
+        pool=pool,
+        labels=dict(labels or {}),
+        uid="",
+        created=None,
+        expire_after=None,
+        launched=False,
+        finalizers=list(finalizers),
+        node_class_ref=nodeclass_ref(nodeclass),
+        requirements=[
             {
                 "key": "node.kubernetes.io/instance-type",
                 "operator": "In",
@@ -381,24 +383,11 @@ def nodeclaim(
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity_type]},
             {"key": LABEL_NODEPOOL, "operator": "In", "values": [pool]},
         ],
-        "resources": {"requests": dict(requests or {"cpu": "500m", "memory": "256Mi"})},
-    }
-    if taints:
-        spec["taints"] = [dict(t) for t in taints]
-    if startup_taints:
-        spec["startupTaints"] = [dict(t) for t in startup_taints]
-    if termination_grace_period:
-        spec["terminationGracePeriod"] = termination_grace_period
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {
-            "name": name,
-            "labels": {LABEL_NODEPOOL: pool, **dict(labels or {})},
-            "finalizers": list(finalizers),
-        },
-        "spec": spec,
-    }
+        resources=dict(requests or {"cpu": "500m", "memory": "256Mi"}),
+        taints=[dict(t) for t in taints] or None,
+        startup_taints=[dict(t) for t in startup_taints] or None,
+        termination_grace_period=termination_grace_period or None,
+    )
 
 
 def pod(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -12,6 +13,7 @@ import yaml
 from karpenter_py.cli import plan as plan_cli
 from karpenter_py.scheduling.inputs import SolveInput
 from karpenter_py.scheduling.plan import Plan
+from tests import factories
 
 ZONES = ("zone-a", "zone-b")
 
@@ -48,19 +50,16 @@ TINY_CATALOG = [
 
 
 def nodepool(
-    name: str = "default", *, template_spec: dict[str, object] | None = None, **spec: object
+    name: str = "default", *, template_spec: dict[str, object] | None = None, **spec: Any
 ) -> dict[str, object]:
-    tspec: dict[str, object] = {
-        "requirements": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}],
-        "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
-        **(template_spec or {}),
-    }
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"template": {"spec": tspec}, **spec},
-    }
+    """A linux NodePool of the default KWOKNodeClass as a user writes it (no uid)."""
+    return factories.nodepool_dict(
+        name,
+        uid="",
+        requirements=[{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}],
+        template_spec=dict(template_spec or {}),
+        **spec,
+    )
 
 
 def container(cpu: str = "500m", memory: str = "256Mi") -> dict[str, object]:

@@ -1,29 +1,21 @@
+from typing import Any
+
 import pytest
 
 from karpenter_py.informer import Store, field_indexer
+from tests import factories
 
 
 def pod(
     name: str, node: str = "", rv: str = "1", uid: str | None = None, ns: str = "default"
-) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "resourceVersion": rv,
-            "uid": uid or f"uid-{name}",
-        },
-        "spec": {"nodeName": node} if node else {},
-    }
+) -> dict[str, Any]:
+    return factories.pod_dict(
+        name, namespace=ns, node_name=node, resource_version=rv, uid=uid or f"uid-{name}"
+    )
 
 
-def node(name: str, provider_id: str = "", rv: str = "1") -> dict[str, object]:
-    return {
-        "metadata": {"name": name, "resourceVersion": rv, "uid": f"uid-{name}"},
-        "spec": {"providerID": provider_id},
-    }
+def node(name: str, provider_id: str = "", rv: str = "1") -> dict[str, Any]:
+    return factories.node_dict(name, provider_id=provider_id, resource_version=rv)
 
 
 def test_keys_namespace_and_cluster_scoped():

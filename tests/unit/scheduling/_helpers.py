@@ -121,10 +121,12 @@ def pod(
     ns: str = "default",
     labels: Mapping[str, str] | None = None,
     created: str = "",
+    owner: str | None = None,
     **spec: Any,
 ) -> Pod:
-    """A pod with one container, no owner and no status (the scheduler sees only its spec);
-    extra keyword arguments are Pod.spec fields (camelCase)."""
+    """A pod with one container, no owner (``owner`` names the kind of one, named as the pod) and
+    no status (the scheduler sees only its spec); extra keyword arguments are Pod.spec fields
+    (camelCase)."""
     return factories.pod(
         name,
         cpu=cpu,
@@ -132,7 +134,8 @@ def pod(
         namespace=ns,
         labels=dict(labels or {}),
         created=created,
-        owner=None,
+        owner=owner,
+        owner_name=name,
         phase="",
         container="app",
         **spec,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from karpenter_py.model.core import OwnerRef, Pod
+from karpenter_py.model.core import Pod
 from karpenter_py.state.ingest import daemonset_template
 from tests import factories
 from tests.unit.scheduling._helpers import (
@@ -25,14 +25,27 @@ from tests.unit.scheduling._helpers import (
 TYPES = [itype("small", 2, 4), itype("medium", 4, 8), itype("large", 8, 16)]
 
 
-def with_ports(name: str, *ports: tuple[int, str, str], cpu: str = "100m", **kw: Any) -> Pod:
+def with_ports(
+    name: str,
+    *ports: tuple[int, str, str],
+    cpu: str = "100m",
+    owner: str | None = None,
+    **kw: Any,
+) -> Pod:
     container_ports = [
         {"containerPort": p, "hostPort": p, "protocol": proto, **({"hostIP": ip} if ip else {})}
         for p, proto, ip in ports
     ]
     container = {"name": "app", "resources": {"requests": {"cpu": cpu}}, "ports": container_ports}
     return factories.pod(
-        name, uid=f"uid-{name}", owner=None, phase="", created="", containers=[container], **kw
+        name,
+        uid=f"uid-{name}",
+        owner=owner,
+        owner_name=name,
+        phase="",
+        created="",
+        containers=[container],
+        **kw,
     )
 
 
@@ -81,10 +94,10 @@ def test_many_pods_with_the_same_host_port_get_a_node_each():
 def ds(
     name: str, cpu: str = "1", *, ports: tuple[tuple[int, str, str], ...] = (), **spec: Any
 ) -> Pod:
-    p = with_ports(name, *ports, cpu=cpu, **spec) if ports else pod(name, cpu, None, **spec)
-    from dataclasses import replace
-
-    return replace(p, owners=(OwnerRef(kind="DaemonSet", name=name, controller=True),))
+    """A DaemonSet's pod (the DaemonSet named as the pod)."""
+    if ports:
+        return with_ports(name, *ports, cpu=cpu, owner="DaemonSet", **spec)
+    return pod(name, cpu, None, owner="DaemonSet", **spec)
 
 
 def test_daemonset_overhead_pushes_the_choice_to_a_larger_type():

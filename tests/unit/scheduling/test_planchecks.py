@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from karpenter_py.model.core import HostPort, Pod, SelectorRequirement
+from karpenter_py.model.core import Pod, SelectorRequirement
 from karpenter_py.scheduling.inputs import PoolTemplate, SolveInput
 from karpenter_py.scheduling.plan import Plan, PodError
 from karpenter_py.scheduling.scheduler import solve
@@ -83,7 +83,10 @@ ANTI = {
 
 
 def _ported(name: str) -> Pod:
-    return replace(pod(name), host_ports=(HostPort(port=8080),))
+    """A pod asking for host port 8080 (TCP, every address)."""
+    port = {"containerPort": 8080, "hostPort": 8080}
+    container = {"name": "app", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
+    return pod(name, containers=[{**container, "ports": [port]}])
 
 
 CASES: list[tuple[str, list[Pod], list[PoolTemplate] | None, Callable[[Plan], Plan], list[str]]] = [

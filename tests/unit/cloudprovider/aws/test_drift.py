@@ -23,22 +23,16 @@ from karpenter_py.model.labels import (
 )
 from tests import factories
 
-BASE_SPEC: dict[str, Any] = {
-    "role": "KarpenterNodeRole",
-    "amiSelectorTerms": [{"alias": "al2023@latest"}],
-    "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
-    "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
-}
+BASE_SPEC: dict[str, Any] = factories.ec2nodeclass_spec()
 # Pinned: a change of the hash function drifts every node of every cluster on upgrade, so it
 # must come with a new EC2NODECLASS_HASH_VERSION.
 BASE_HASH = "986084368371350953"
 
 
 def nodeclass(spec: dict[str, Any] | None = None, **status: Any) -> EC2NodeClass:
-    body = {
-        "metadata": {"name": "default"},
-        "spec": spec if spec is not None else BASE_SPEC,
-        "status": {
+    return factories.ec2nodeclass(
+        base_spec=spec if spec is not None else BASE_SPEC,
+        status={
             "subnets": [
                 {"id": "subnet-a", "zone": "us-west-2a"},
                 {"id": "subnet-b", "zone": "us-west-2b"},
@@ -51,8 +45,7 @@ def nodeclass(spec: dict[str, Any] | None = None, **status: Any) -> EC2NodeClass
             "instanceProfile": "profile",
             **status,
         },
-    }
-    return EC2NodeClass.model_validate(body)
+    )
 
 
 def edited(**changes: Any) -> dict[str, Any]:

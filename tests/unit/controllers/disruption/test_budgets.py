@@ -374,19 +374,9 @@ def state_node(
     labels = factories.node_labels(pool_name, "m5.large")
     if not initialized:
         del labels[LABEL_NODE_INITIALIZED]
-    conditions = [
-        {"type": t, "status": "True", "lastTransitionTime": factories.T0, "reason": t}
-        for t in ("Launched", "Registered", "Initialized")
-    ]
+    conditions = [factories.condition(t) for t in ("Launched", "Registered", "Initialized")]
     if terminating:
-        conditions.append(
-            {
-                "type": "InstanceTerminating",
-                "status": "True",
-                "lastTransitionTime": factories.T0,
-                "reason": "InstanceTerminating",
-            }
-        )
+        conditions.append(factories.condition("InstanceTerminating"))
     if not managed:
         return StateNode(node=factories.node(name, labels={}, ready=ready), nodeclaim=None)
     return StateNode(

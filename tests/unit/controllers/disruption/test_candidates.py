@@ -28,7 +28,7 @@ from karpenter_py.controllers.disruption.candidates import (
 from karpenter_py.controllers.disruption.types import Candidate
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
-from karpenter_py.model.core import LabelSelector, Pod
+from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import Offering, make_instance_type
 from karpenter_py.model.labels import (
     LABEL_CAPACITY_TYPE,
@@ -64,7 +64,7 @@ def stamp(moment: datetime) -> str:
 
 
 def cond(type_: str, status: str = "True", when: datetime = T0) -> dict[str, Any]:
-    return {"type": type_, "status": status, "lastTransitionTime": stamp(when), "reason": type_}
+    return factories.condition(type_, status, at=stamp(when))
 
 
 LIFECYCLE = [cond(t) for t in ("Launched", "Registered", "Initialized")]
@@ -241,12 +241,7 @@ def snapshot(
 
 
 def pdb(name: str, allowed: int, namespace: str = "shop", app: str = "web") -> PodDisruptionBudget:
-    return PodDisruptionBudget(
-        namespace=namespace,
-        name=name,
-        selector=LabelSelector(match_labels=(("app", app),)),
-        disruptions_allowed=allowed,
-    )
+    return factories.pdb(name, {"app": app}, namespace=namespace, disruptions_allowed=allowed)
 
 
 WEB = {"app": "web"}

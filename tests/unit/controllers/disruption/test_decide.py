@@ -27,7 +27,7 @@ from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.pdb import PodDisruptionBudget
 from tests.factories import (
     KWOK_NODECLASS_KEY,
-    T0,
+    condition,
     node,
     node_labels,
     nodeclaim,
@@ -40,10 +40,7 @@ TYPES = kwok_catalog()
 PRICES = {(t.name, o.zone, o.capacity_type): o.price for t in TYPES for o in t.offerings}
 OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
 LINUX = [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]
-CONSOLIDATABLE = [
-    {"type": t, "status": "True", "lastTransitionTime": T0, "reason": t}
-    for t in ("Launched", "Registered", "Initialized", "Consolidatable")
-]
+CONSOLIDATABLE = [condition(t) for t in ("Launched", "Registered", "Initialized", "Consolidatable")]
 C4 = "c-4x-amd64-linux"
 C4_ALLOC = {"cpu": "3900m", "memory": "7Gi", "pods": "110"}
 
@@ -257,15 +254,7 @@ def test_on_demand_candidates_get_a_spot_pinned_replacement() -> None:
 
 # --------------------------------------------------------------------------------- drift
 def drifted(tgp: str | None = None) -> list[dict[str, Any]]:
-    return [
-        *CONSOLIDATABLE,
-        {
-            "type": "Drifted",
-            "status": "True",
-            "lastTransitionTime": T0,
-            "reason": "NodePoolDrifted",
-        },
-    ]
+    return [*CONSOLIDATABLE, condition("Drifted", reason="NodePoolDrifted")]
 
 
 def test_drift_replaces_one_node_even_at_the_same_price() -> None:

@@ -74,10 +74,7 @@ class FakeAPI:
         conds = [
             c for c in raw.setdefault("status", {}).get("conditions", []) if c["type"] not in types
         ]
-        for t in types:
-            conds.append(
-                {"type": t, "status": "True", "reason": t, "lastTransitionTime": factories.T0}
-            )
+        conds.extend(factories.condition(t) for t in types)
         raw["status"]["conditions"] = conds
         raw["metadata"]["resourceVersion"] = str(next(self._rv))
         self._mirror(NODECLAIMS, raw)
@@ -228,23 +225,11 @@ class World:
         nodeclaim_conditions: list[dict[str, Any]] | None = None,
     ) -> None:
         labels = factories.node_labels("default", instance_type)
-        node = {
-            "metadata": {
-                "name": name,
-                "uid": f"uid-{name}",
-                "labels": {"kubernetes.io/hostname": name, **labels},
-                "creationTimestamp": factories.T0,
-            },
-            "spec": {"providerID": f"kwok://{name}", "taints": [dict(t) for t in taints]},
-            "status": {
-                "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"},
-                "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        }
+        alloc = {"cpu": "2", "memory": "8Gi", "pods": "110"}
+        node = factories.node_dict(name, labels=labels, allocatable=alloc, taints=list(taints))
         self.api.add(NODES, node)
-        nc = factories.nodeclaim(name, labels=labels, conditions=nodeclaim_conditions)
-        self.api.add(NODECLAIMS, nc.model_dump(mode="json", by_alias=True, exclude_none=True))
+        nc = factories.nodeclaim_dict(name, labels=labels, conditions=nodeclaim_conditions)
+        self.api.add(NODECLAIMS, nc)
 
     def state_node(self, name: str) -> StateNode:
         return next(n for n in self.cluster.state_nodes(self.clock.now()) if n.name == name)

@@ -18,30 +18,33 @@ from karpenter_py.controllers.nodeclaim.liveness import liveness_decision
 from karpenter_py.controllers.nodeclaim.registration import merge_taints, sync_node_patch
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import node_from_dict
+from tests import factories
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def claim(**overrides: Any) -> NodeClaim:
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": "nc",
-            "uid": "uid-1",
-            "resourceVersion": "5",
-            "labels": {"karpenter.sh/nodepool": "pool", "team": "a"},
-            "annotations": {"example.com/a": "1"},
-        },
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "d"},
-            "requirements": [
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m"]},
-                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1", "z2"]},
-            ],
-            "taints": [{"key": "team", "value": "a", "effect": "NoSchedule"}],
-            "startupTaints": [{"key": "agent", "effect": "NoExecute"}],
-            "resources": {"requests": {"cpu": "1", "example.com/dongle": "1"}},
-        },
-    }
+    """``section__key=value`` replaces one field of the body (``metadata__labels=...``)."""
+    body = factories.nodeclaim_dict(
+        "nc",
+        pool="pool",
+        uid="uid-1",
+        resource_version="5",
+        labels={"team": "a"},
+        annotations={"example.com/a": "1"},
+        finalizers=[],
+        created=None,
+        expire_after=None,
+        launched=False,
+        node_class_ref={"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "d"},
+        requirements=[
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m"]},
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1", "z2"]},
+        ],
+        taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}],
+        startup_taints=[{"key": "agent", "effect": "NoExecute"}],
+        resources={"cpu": "1", "example.com/dongle": "1"},
+    )
     for path, value in overrides.items():
         section, _, key = path.partition("__")
         body[section][key] = value

@@ -44,26 +44,16 @@ def raw_pool(
     annotations: dict[str, str] | None = None,
     conditions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {
-            "name": name,
-            "generation": 3,
-            "resourceVersion": "100",
-            "annotations": dict(annotations or {}),
-        },
-        "spec": {
-            "template": {
-                "metadata": {"labels": dict(labels or {})},
-                "spec": {
-                    "nodeClassRef": {"group": GROUP, "kind": KIND, "name": nodeclass},
-                    "requirements": [],
-                },
-            }
-        },
-        "status": {"conditions": list(conditions or []), "nodes": 2},
-    }
+    return factories.nodepool_dict(
+        name,
+        uid="",
+        generation=3,
+        resource_version="100",
+        annotations=dict(annotations or {}),
+        labels=dict(labels or {}),
+        node_class_ref={"group": GROUP, "kind": KIND, "name": nodeclass},
+        status={"conditions": list(conditions or []), "nodes": 2},
+    )
 
 
 def summary(conds: tuple[DesiredCondition, ...]) -> list[tuple[str, str, str]]:
