@@ -191,14 +191,14 @@ class Watch:
 
     The manager calls the handlers synchronously from the kind's reflector, always *after* the
     cluster state has taken in the same delivery, so a handler may read the object (or anything
-    it changed) back from state. ``replace`` is the first list; without it each listed object goes
+    it changed) back from state. ``listed`` takes each page of the first list; without it each listed object goes
     to ``upsert``. Objects are the shared wire dicts: read-only.
     """
 
     kind: Resource | Literal["nodeclasses"]
     upsert: ObjectHandler | None = None
     delete: ObjectHandler | None = None
-    replace: Callable[[Sequence[KubeObject]], None] | None = None
+    listed: Callable[[Sequence[KubeObject]], None] | None = None
 
 
 class Controller(Protocol):

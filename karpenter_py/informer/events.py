@@ -6,7 +6,8 @@ structurally, so it never imports ``informer``.
 
 Delivery contract (per reflector, in this order):
 
-1. first list: ``replace(all objects)``, then ``synced()`` once;
+1. first list: ``listed(objects)`` once per page as the pages arrive (the sink held nothing
+   before the first page; each page adds to what it holds), then ``synced()`` once;
 2. watch events: ``upsert(obj)`` for ADDED/MODIFIED, ``delete(final obj)`` for DELETED;
 3. relist after a 410 (or any later list): deltas only — ``delete(last known obj)`` for each
    object that vanished while we were not watching, ``upsert(obj)`` for each new object or one
@@ -30,7 +31,7 @@ class Sink(Protocol):
 
     def delete(self, obj: KubeObject) -> None: ...
 
-    def replace(self, objs: Sequence[KubeObject]) -> None: ...
+    def listed(self, objs: Sequence[KubeObject]) -> None: ...
 
     def synced(self) -> None: ...
 
@@ -50,12 +51,12 @@ def _nothing() -> None:
 @dataclass(frozen=True, slots=True)
 class CallbackSink:
     """A Sink from plain functions, for consumers that only care about some deliveries
-    (e.g. a provisioning trigger that only needs upserts). ``replace`` defaults to upserting
+    (e.g. a provisioning trigger that only needs upserts). ``listed`` defaults to upserting
     each object, which is what a trigger-style consumer wants on the first list."""
 
     on_upsert: Callable[[KubeObject], None] = _ignore
     on_delete: Callable[[KubeObject], None] = _ignore
-    on_replace: Callable[[Sequence[KubeObject]], None] | None = None
+    on_listed: Callable[[Sequence[KubeObject]], None] | None = None
     on_synced: Callable[[], None] = _nothing
 
     def upsert(self, obj: KubeObject) -> None:
@@ -64,9 +65,9 @@ class CallbackSink:
     def delete(self, obj: KubeObject) -> None:
         self.on_delete(obj)
 
-    def replace(self, objs: Sequence[KubeObject]) -> None:
-        if self.on_replace is not None:
-            self.on_replace(objs)
+    def listed(self, objs: Sequence[KubeObject]) -> None:
+        if self.on_listed is not None:
+            self.on_listed(objs)
         else:
             for obj in objs:
                 self.on_upsert(obj)

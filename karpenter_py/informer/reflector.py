@@ -2,8 +2,9 @@
 
 client-go's ListAndWatch, translated:
 
-* **list** (paged, consistent read by default) -> ``store.replace`` -> the list's
-  resourceVersion (RV) becomes the watch start;
+* **list** (paged, consistent read by default): the first one goes to the store and the sinks
+  a page at a time (``Sink.listed``), later ones are diffed against the store
+  (``store.replace``); the list's resourceVersion (RV) becomes the watch start;
 * **watch** from that RV with bookmarks and a server timeout jittered in ``watch_timeout`` (so
   many informers do not reconnect in lock-step); every event and bookmark advances the RV, and
   when the server ends the stream we simply watch again from the last RV;
@@ -14,6 +15,10 @@ client-go's ListAndWatch, translated:
   exponential backoff (0.8 s doubling to 30 s) and resume from the last RV, without relisting.
   Backoff resets once a watch delivers data again (events or bookmarks), not merely after a
   list, so a list-then-410 loop keeps slowing down.
+
+A ``transform`` (client-go's SetTransform) is applied to each listed object as its page arrives
+and to each watched object, before the store and the sinks see it: a 100,000-pod list then never
+holds more than a page of whole API objects. The store may keep less still (``Store(keep=...)``).
 
 Errors raised by sinks are bugs and propagate (the owning TaskGroup sees them). Cancellation is
 the only way to stop :meth:`Reflector.run`; the watch connection is closed on the way out.
@@ -38,6 +43,8 @@ from karpenter_py.kube.objects import (
     BOOKMARK,
     DELETED,
     MODIFIED,
+    KubeObject,
+    Transform,
     WatchEvent,
     resource_version_of,
 )
@@ -67,6 +74,7 @@ class Reflector:
         store: Store | None = None,
         sinks: Sequence[Sink] = (),
         page_size: int | None = 500,
+        transform: Transform | None = None,
         list_resource_version: str | None = None,
         watch_timeout: tuple[float, float] = (300.0, 600.0),
         min_watch_duration: float = 1.0,
@@ -83,6 +91,7 @@ class Reflector:
         self._source = source
         self._sinks = tuple(sinks)
         self._page_size = page_size
+        self._transform = transform
         self._list_rv = list_resource_version
         self._watch_timeout = watch_timeout
         self._min_watch_duration = min_watch_duration
@@ -93,6 +102,7 @@ class Reflector:
         self._synced = asyncio.Event()
         self._rv: str | None = None  # last RV seen (list, event or bookmark)
         self._needs_list = True
+        self._listed_any = False  # a first list began: later lists must diff, even if unsynced
         self._gone_streak = 0
         self._lists = self._watches = self._events = self._bookmarks = self._errors = 0
         self._last_error: str | None = None
@@ -161,25 +171,48 @@ class Reflector:
         await self._sleep(delay)
 
     async def _list(self) -> None:
-        result = await self._source.list(resource_version=self._list_rv, limit=self._page_size)
+        if self._listed_any:
+            await self._relist()
+        else:
+            await self._first_list()
         self._lists += 1
-        first = not self._synced.is_set()
-        diff = self.store.replace(result.items, result.resource_version)
-        self._rv = result.resource_version
         self._needs_list = False
-        if first:
-            for sink in self._sinks:
-                sink.replace(result.items)
+        if not self._synced.is_set():
             self._synced.set()
             for sink in self._sinks:
                 sink.synced()
             log.info(
                 "%s: synced %d objects at resourceVersion %s",
                 self.name,
-                len(result.items),
+                len(self.store),
                 self._rv,
             )
-            return
+
+    async def _first_list(self) -> None:
+        """Page by page into an empty store and sinks: only one page of whole API objects is
+        alive at a time. If the list fails part way (an expired continue token), what arrived
+        stays, and the next list diffs against it."""
+        self._listed_any = True
+        rv: str | None = None
+        async for page in self._source.pages(resource_version=self._list_rv, limit=self._page_size):
+            items = self._transformed(page.items)
+            for obj in items:
+                self.store.upsert(obj)
+            for sink in self._sinks:
+                sink.listed(items)
+            rv = page.resource_version
+        self.store.resource_version = self._rv = rv
+
+    async def _relist(self) -> None:
+        """The whole list, then only the difference from the store goes to the sinks."""
+        items: list[KubeObject] = []
+        rv: str | None = None
+        async for page in self._source.pages(resource_version=self._list_rv, limit=self._page_size):
+            items.extend(self._transformed(page.items))
+            rv = page.resource_version
+        diff = self.store.replace(items, rv)
+        self._rv = rv
+        del items
         for obj in diff.deleted:
             for sink in self._sinks:
                 sink.delete(obj)
@@ -194,6 +227,9 @@ class Reflector:
             len(diff.upserted),
             diff.unchanged,
         )
+
+    def _transformed(self, objs: list[KubeObject]) -> list[KubeObject]:
+        return objs if self._transform is None else [self._transform(o) for o in objs]
 
     async def _watch(self) -> None:
         if self._rv is None:
@@ -221,11 +257,15 @@ class Reflector:
             self._bookmarks += 1
         elif event.type in (ADDED, MODIFIED):
             self._events += 1
+            if self._transform is not None:
+                obj = self._transform(obj)
             self.store.upsert(obj)
             for sink in self._sinks:
                 sink.upsert(obj)
         elif event.type == DELETED:
             self._events += 1
+            if self._transform is not None:
+                obj = self._transform(obj)
             self.store.delete(obj)
             for sink in self._sinks:
                 sink.delete(obj)

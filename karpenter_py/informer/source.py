@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from karpenter_py.kube.client import KubeClient
-from karpenter_py.kube.objects import ListResult, WatchEvent
+from karpenter_py.kube.objects import Page, WatchEvent
 from karpenter_py.kube.resources import Resource
 
 
 class ListWatch(Protocol):
-    async def list(self, *, resource_version: str | None, limit: int | None) -> ListResult: ...
+    def pages(self, *, resource_version: str | None, limit: int | None) -> AsyncIterator[Page]:
+        """One consistent list, a page at a time; the last page has no continue token."""
+        ...
 
     def watch(
         self, *, resource_version: str, timeout_seconds: int
@@ -33,8 +35,8 @@ class KubeListWatch:
     label_selector: str | None = None
     field_selector: str | None = None
 
-    async def list(self, *, resource_version: str | None, limit: int | None) -> ListResult:
-        return await self.client.list(
+    def pages(self, *, resource_version: str | None, limit: int | None) -> AsyncIterator[Page]:
+        return self.client.pages(
             self.resource,
             namespace=self.namespace,
             label_selector=self.label_selector,

@@ -1,6 +1,9 @@
 """A keyed object store with named indexes (client-go's ThreadSafeStore + Indexer).
 
-Mutators are sync, so on one event loop they are atomic: no locks. Indexes map an index value to
+Mutators are sync, so on one event loop they are atomic: no locks. ``keep`` decides what the
+store holds of each object (everything by default): an informer whose consumers parse each
+delivery into their own model needs only what a relist diff reads (key, uid, resourceVersion)
+and what delete handlers read of the last known state. Indexes map an index value to
 the set of object keys, kept up to date on every write, so lookups such as "pods on node X" or
 "node with providerID Y" are O(result).
 """
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from karpenter_py.kube.objects import KubeObject, object_key, resource_version_of, uid_of
 
 IndexFunc = Callable[[KubeObject], Iterable[str]]
+Keep = Callable[[KubeObject], KubeObject]
 KeyFunc = Callable[[KubeObject], str]
 # Aliases, because ``Store.list`` shadows the builtin inside the class body.
 ObjectList = list[KubeObject]
@@ -34,6 +38,39 @@ def field_indexer(*path: str) -> IndexFunc:
     return index
 
 
+_IDENTITY = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+
+
+def keep_identity(*paths: tuple[str, ...]) -> Keep:
+    """A ``keep`` holding what a relist diff needs (apiVersion, kind, and metadata name,
+    namespace, uid, resourceVersion, deletionTimestamp) plus the fields at ``paths``: what the
+    consumers' delete handlers read of an object's last known state."""
+
+    def keep(obj: KubeObject) -> KubeObject:
+        meta = obj.get("metadata") or {}
+        out: KubeObject = {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "metadata": {k: meta[k] for k in _IDENTITY if k in meta},
+        }
+        for path in paths:
+            _copy_path(obj, out, path)
+        return out
+
+    return keep
+
+
+def _copy_path(src: KubeObject, dst: KubeObject, path: tuple[str, ...]) -> None:
+    cur: object = src
+    for part in path:
+        if not isinstance(cur, dict) or part not in cur:
+            return
+        cur = cur[part]
+    for part in path[:-1]:
+        dst = dst.setdefault(part, {})
+    dst[path[-1]] = cur
+
+
 @dataclass(frozen=True, slots=True)
 class ReplaceDiff:
     """What a :meth:`Store.replace` changed: the deltas a relist must deliver to sinks."""
@@ -45,9 +82,15 @@ class ReplaceDiff:
 
 class Store:
     def __init__(
-        self, *, indexers: Mapping[str, IndexFunc] | None = None, key_func: KeyFunc = object_key
+        self,
+        *,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        key_func: KeyFunc = object_key,
+        keep: Keep | None = None,
     ) -> None:
+        """Indexes see what the store keeps."""
         self._key = key_func
+        self._keep = keep
         self._objects: dict[str, KubeObject] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
@@ -108,6 +151,8 @@ class Store:
         """Insert or overwrite; returns the previous object, if any."""
         key = self._key(obj)
         old = self._objects.get(key)
+        if self._keep is not None:
+            obj = self._keep(obj)
         self._objects[key] = obj
         self._reindex(key, obj)
         return old
@@ -146,8 +191,9 @@ class Store:
                 upserted.append(obj)
             elif old is None or _changed(old, obj):
                 upserted.append(obj)
-            self._objects[key] = obj
-            self._reindex(key, obj)
+            kept = obj if self._keep is None else self._keep(obj)
+            self._objects[key] = kept
+            self._reindex(key, kept)
         self.resource_version = resource_version
         return ReplaceDiff(
             deleted=deleted, upserted=upserted, unchanged=len(incoming) - len(upserted)

@@ -285,6 +285,33 @@ class KubeClient(AsyncResource):
         An expired continue token raises :class:`GoneError`; the caller restarts the list.
         """
         items: list[KubeObject] = []
+        rv = ""
+        async for page in self.pages(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+        ):
+            items.extend(page.items)
+            rv = page.resource_version
+        return ListResult(items=items, resource_version=rv)
+
+    async def pages(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = 500,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> AsyncIterator[Page]:
+        """The pages of one list as they arrive (a caller that consumes each page before the
+        next never holds the whole list); the last page has no ``continue_token``."""
         token: str | None = None
         while True:
             page = await self.list_page(
@@ -297,9 +324,9 @@ class KubeClient(AsyncResource):
                 resource_version=resource_version,
                 resource_version_match=resource_version_match,
             )
-            items.extend(page.items)
+            yield page
             if page.continue_token is None:
-                return ListResult(items=items, resource_version=page.resource_version)
+                return
             token = page.continue_token
 
     @contextlib.asynccontextmanager

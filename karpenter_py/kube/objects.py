@@ -6,11 +6,15 @@ typed views are built above this layer only where a consumer needs them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
 KubeObject = dict[str, Any]
+# What an informer passes on of each object it receives (client-go's TransformFunc). It may
+# change its argument in place: the decoded object is the informer's own.
+Transform = Callable[[KubeObject], KubeObject]
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 ADDED: Final = "ADDED"
@@ -116,3 +120,12 @@ def new_event(
         "lastTimestamp": stamp,
         "count": 1,
     }
+
+
+def without_managed_fields(obj: KubeObject) -> KubeObject:
+    """``obj`` without metadata.managedFields (in place), as upstream's informers cache objects:
+    server-side-apply bookkeeping nobody here reads, often a third of an object's size."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -36,10 +37,11 @@ from karpenter_py.controllers.termination.node import NodeTermination
 from karpenter_py.controllers.termination.nodeclaim import NodeClaimTermination
 from karpenter_py.informer.events import CallbackSink, Sink
 from karpenter_py.informer.reflector import Reflector
-from karpenter_py.informer.source import KubeListWatch
+from karpenter_py.informer.source import KubeListWatch, ListWatch
+from karpenter_py.informer.store import Store, keep_identity
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.events import EventRecorder, object_ref
-from karpenter_py.kube.objects import KubeObject
+from karpenter_py.kube.objects import KubeObject, without_managed_fields
 from karpenter_py.kube.resources import (
     DAEMONSETS,
     EC2NODECLASSES,
@@ -88,6 +90,8 @@ from karpenter_py.state.ingest import (
 )
 
 log = logging.getLogger("karpenter.manager")
+
+LABELS = ("metadata", "labels")
 
 # NodeClass kinds a provider may declare: where they live in the API and how to read them.
 NODECLASS_KINDS: dict[tuple[str, str], tuple[Resource, type[BaseModel]]] = {
@@ -203,7 +207,7 @@ class App:
         )
         self.gc = NodeClaimGarbageCollector(self.deps)
         self.controllers = self._controllers()
-        self.reflectors = self._reflectors()
+        self.reflectors = self.reflectors_over(lambda r: KubeListWatch(self.client, r))
 
     # ------------------------------------------------------------------ controllers
     def _controllers(self) -> list[Controller]:
@@ -260,14 +264,17 @@ class App:
         return out
 
     # ------------------------------------------------------------------ wiring
-    def _reflectors(self) -> list[Reflector]:
-        """One reflector per kind; the state takes each delivery in before any controller hears
-        it (``wiring.IngestThenNotify``)."""
+    def reflectors_over(self, source: Callable[[Resource], ListWatch]) -> list[Reflector]:
+        """One reflector per kind, listing and watching ``source(resource)`` (the API server's;
+        the scale benchmark's in-memory one); the state takes each delivery in before any
+        controller hears it (``wiring.IngestThenNotify``)."""
         c = self.cluster
         kinds = [
-            Kind(NODES, [NodeSink(c)]),
+            # Node deletes are read for the NodePool label and the provider ID; pod deletes for
+            # the node the pod was on.
+            Kind(NODES, [NodeSink(c)], keep=keep_identity(LABELS, ("spec", "providerID"))),
             Kind(NODECLAIMS, [NodeClaimSink(c)]),
-            Kind(PODS, [PodSink(c)]),
+            Kind(PODS, [PodSink(c)], keep=keep_identity(("spec", "nodeName"))),
             Kind(NODEPOOLS, [NodePoolSink(c)]),
             Kind(DAEMONSETS, [DaemonSetSink(c)]),
             Kind(PODDISRUPTIONBUDGETS, [PDBSink(c)], name="pdbs"),
@@ -284,7 +291,11 @@ class App:
         ]
         return [
             Reflector(
-                KubeListWatch(self.client, kind.resource), name=kind.reflector_name, sinks=[sink]
+                source(kind.resource),
+                name=kind.reflector_name,
+                store=Store(keep=kind.keep),
+                sinks=[sink],
+                transform=without_managed_fields,
             )
             for kind, sink in kind_sinks(kinds, watches)
         ]
@@ -299,11 +310,7 @@ class App:
             ]
             if self.aws is not None and ref.group == AWS_GROUP:
                 store = self.aws.nodeclasses  # the AWS provider's own EC2NodeClass cache
-                ingest.append(
-                    CallbackSink(
-                        on_upsert=store.upsert, on_delete=store.delete, on_replace=store.replace
-                    )
-                )
+                ingest.append(CallbackSink(on_upsert=store.upsert, on_delete=store.delete))
             out.append(Kind(resource, ingest, nodeclass=True))
         return out
 

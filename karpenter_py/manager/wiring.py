@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from karpenter_py.controllers.runtime import EVERY_NODECLASS, ObjectHandler, Watch
 from karpenter_py.informer.events import Sink
+from karpenter_py.informer.store import Keep
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import Resource
 
@@ -27,6 +28,10 @@ class Kind:
     ingest: Sequence[Sink]
     name: str = ""  # the reflector's name; the resource's plural when empty
     nodeclass: bool = False
+    # What the reflector's store keeps of each object (whole when None). Every consumer parses
+    # deliveries into its own model, so a numerous kind keeps only what a relist diff and the
+    # delete handlers of its watches read.
+    keep: Keep | None = None
 
     @property
     def reflector_name(self) -> str:
@@ -41,11 +46,11 @@ class Kind:
 def _each(upsert: ObjectHandler) -> Callable[[Sequence[KubeObject]], None]:
     """A trigger without a list handler takes the first list as one upsert per object."""
 
-    def replace(objs: Sequence[KubeObject]) -> None:
+    def listed(objs: Sequence[KubeObject]) -> None:
         for obj in objs:
             upsert(obj)
 
-    return replace
+    return listed
 
 
 class IngestThenNotify:
@@ -56,12 +61,12 @@ class IngestThenNotify:
         self.watches = tuple(watches)
         self._upserts = [w.upsert for w in watches if w.upsert is not None]
         self._deletes = [w.delete for w in watches if w.delete is not None]
-        self._replaces: list[Callable[[Sequence[KubeObject]], None]] = []
+        self._listed: list[Callable[[Sequence[KubeObject]], None]] = []
         for w in watches:
-            if w.replace is not None:
-                self._replaces.append(w.replace)
+            if w.listed is not None:
+                self._listed.append(w.listed)
             elif w.upsert is not None:
-                self._replaces.append(_each(w.upsert))
+                self._listed.append(_each(w.upsert))
 
     def upsert(self, obj: KubeObject) -> None:
         for sink in self.ingest:
@@ -75,10 +80,10 @@ class IngestThenNotify:
         for handler in self._deletes:
             handler(obj)
 
-    def replace(self, objs: Sequence[KubeObject]) -> None:
+    def listed(self, objs: Sequence[KubeObject]) -> None:
         for sink in self.ingest:
-            sink.replace(objs)
-        for handler in self._replaces:
+            sink.listed(objs)
+        for handler in self._listed:
             handler(objs)
 
     def synced(self) -> None:

@@ -295,6 +295,10 @@ class Topology:
         self._selecting: dict[
             tuple[object, ...], tuple[int, list[TopologyGroup], list[TopologyGroup]]
         ] = {}
+        # label key -> value -> placed pods with that label, built for a key the first time a
+        # group's selector requires it, so a new group counts only the pods it could select
+        # instead of every placed pod (100,000 of them in a large cluster's what-if).
+        self._by_label: dict[str, dict[str, list[Placed]]] = {}
         self._seed_inverse_from_placed()
 
     # ------------------------------------------------------------------ group registry
@@ -317,11 +321,36 @@ class Topology:
             registry[gkey] = group
             self._version += 1
             if count:
-                for p in self.placed:
+                for p in self._may_select(gkey.selector):
                     # Pods on their way out do not count (upstream IgnoredForTopology).
                     if not p.pod.deletion_timestamp:
                         self._record_one(group, p)
         return group
+
+    def _may_select(self, selector: LabelSelector | None) -> Sequence[Placed]:
+        """The placed pods ``selector`` could match: those carrying a label value it requires
+        (a matchLabels pair, or an In expression), else every placed pod."""
+        if selector is None:
+            return ()
+        if selector.match_labels:
+            key, value = selector.match_labels[0]
+            return self._label_index(key).get(value, ())
+        for req in selector.match_expressions:
+            if req.operator == "In":
+                index = self._label_index(req.key)
+                return [p for v in sorted(req.values) for p in index.get(v, ())]
+        return self.placed
+
+    def _label_index(self, key: str) -> dict[str, list[Placed]]:
+        index = self._by_label.get(key)
+        if index is None:
+            index = {}
+            for p in self.placed:
+                value = p.pod.labels.get(key)
+                if value is not None:
+                    index.setdefault(value, []).append(p)
+            self._by_label[key] = index
+        return index
 
     def _record_one(self, group: TopologyGroup, p: Placed) -> None:
         if not group.counts(p.pod, p.requirements, p.taints, self.namespace_labels):
@@ -505,6 +534,10 @@ class Topology:
 
     def record(self, index: int, placed: Placed) -> None:
         self.placed.append(placed)
+        for key, by_value in self._by_label.items():
+            value = placed.pod.labels.get(key)
+            if value is not None:
+                by_value.setdefault(value, []).append(placed)
         for group in self._selecting_groups(placed.pod)[0]:
             self._record_one(group, placed)
         for group in self.inverse_owned.get(index, ()):

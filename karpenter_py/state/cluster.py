@@ -83,11 +83,6 @@ class Cluster:
             _unindex(self._node_by_pid, old.provider_id, name)
         self.generation += 1
 
-    def replace_nodes(self, nodes: Iterable[Node]) -> None:
-        self.nodes = {n.name: n for n in nodes}
-        self._node_by_pid = {n.provider_id: n.name for n in self.nodes.values() if n.provider_id}
-        self.generation += 1
-
     def upsert_nodeclaim(self, nc: NodeClaim) -> None:
         name = nc.metadata.name or ""
         old = self.nodeclaims.get(name)
@@ -108,16 +103,6 @@ class Cluster:
         self._nominated.pop(name, None)
         self.generation += 1
 
-    def replace_nodeclaims(self, ncs: Iterable[NodeClaim]) -> None:
-        self.nodeclaims = {nc.metadata.name or "": nc for nc in ncs}
-        self._claim_by_pid = {
-            nc.status.provider_id: name
-            for name, nc in self.nodeclaims.items()
-            if nc.status.provider_id
-        }
-        self._deleting &= set(self.nodeclaims)
-        self.generation += 1
-
     def upsert_pod(self, pod: Pod) -> None:
         old = self.pods.get(pod.key)
         if old is not None and old.node_name and old.node_name != pod.node_name:
@@ -133,22 +118,12 @@ class Cluster:
             self._pods_by_node.get(old.node_name, set()).discard(key)
         self.generation += 1
 
-    def replace_pods(self, pods: Iterable[Pod]) -> None:
-        self.pods = {}
-        self._pods_by_node = {}
-        for pod in pods:
-            self.upsert_pod(pod)
-
     def upsert_nodepool(self, np: NodePool) -> None:
         self.nodepools[np.metadata.name or ""] = np
         self.generation += 1
 
     def delete_nodepool(self, name: str) -> None:
         self.nodepools.pop(name, None)
-        self.generation += 1
-
-    def replace_nodepools(self, nps: Iterable[NodePool]) -> None:
-        self.nodepools = {np.metadata.name or "": np for np in nps}
         self.generation += 1
 
     def upsert_daemonset(self, key: str, template: Pod) -> None:
@@ -159,10 +134,6 @@ class Cluster:
         self.daemonsets.pop(key, None)
         self.generation += 1
 
-    def replace_daemonsets(self, templates: Mapping[str, Pod]) -> None:
-        self.daemonsets = dict(templates)
-        self.generation += 1
-
     def upsert_nodeclass(self, key: NodeClassKey, ready: bool) -> None:
         self.nodeclasses[key] = ready
         self.generation += 1
@@ -171,13 +142,6 @@ class Cluster:
         self.nodeclasses.pop(key, None)
         self.generation += 1
 
-    def replace_nodeclasses(self, group: str, kind: str, ready: Mapping[str, bool]) -> None:
-        self.nodeclasses = {k: v for k, v in self.nodeclasses.items() if k[:2] != (group, kind)}
-        self.nodeclasses.update({(group, kind, name): r for name, r in ready.items()})
-        self.generation += 1
-
-    # PDB changes bump ``generation``: disruption skips passes while nothing moved, and a PDB
-    # that starts allowing a disruption must end that skip.
     def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
         self.pdbs[pdb.key] = pdb
         self.generation += 1

@@ -1,7 +1,8 @@
 """Sinks that turn raw watch objects into the cluster model (what upstream's state/informer/* do).
 
-Each sink has the informer's ``Sink`` shape (upsert/delete/replace/synced) without importing the
-informer: the manager plugs them in. An object that does not parse (a user wrote a bad quantity,
+Each sink has the informer's ``Sink`` shape (upsert/delete/listed/synced) without importing the
+informer: the manager plugs them in. ``listed`` takes the first list a page at a time into a
+collection that is empty before it, so each page is upserted. An object that does not parse (a user wrote a bad quantity,
 say) is skipped and remembered in ``Cluster.invalid`` instead of stopping the watch.
 """
 
@@ -76,8 +77,8 @@ class _Sink(Generic[T]):
 
 
 class _StoredSink(_Sink[T]):
-    """A kind the cluster stores as parsed values: deliveries go to its upsert, delete and
-    replace mutators. ``forget_unparseable``: an object that stops parsing is dropped (as if
+    """A kind the cluster stores as parsed values: deliveries go to its upsert and delete
+    mutators. ``forget_unparseable``: an object that stops parsing is dropped (as if
     deleted) rather than kept as it last parsed, for kinds where a stale value misleads more
     than a missing one."""
 
@@ -87,13 +88,12 @@ class _StoredSink(_Sink[T]):
         parse: Callable[[RawObject], T],
         upsert: Callable[[T], None],
         delete: Callable[[str], None],
-        replace: Callable[[list[T]], None],
         *,
         forget_unparseable: bool = False,
     ) -> None:
         super().__init__(cluster)
         self._parser = parse
-        self._upsert, self._delete, self._replace = upsert, delete, replace
+        self._upsert, self._delete = upsert, delete
         self._forget_unparseable = forget_unparseable
 
     def parse(self, obj: RawObject) -> T:
@@ -109,8 +109,9 @@ class _StoredSink(_Sink[T]):
     def delete(self, obj: RawObject) -> None:
         self._delete(object_key(obj))
 
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self._replace(self._parse_all(objs))
+    def listed(self, objs: Sequence[RawObject]) -> None:
+        for value in self._parse_all(objs):
+            self._upsert(value)
 
 
 class NodeSink(_StoredSink[Node]):
@@ -118,7 +119,7 @@ class NodeSink(_StoredSink[Node]):
 
     def __init__(self, cluster: Cluster) -> None:
         c = cluster
-        super().__init__(c, node_from_dict, c.upsert_node, c.delete_node, c.replace_nodes)
+        super().__init__(c, node_from_dict, c.upsert_node, c.delete_node)
 
 
 class PodSink(_StoredSink[Pod]):
@@ -126,7 +127,7 @@ class PodSink(_StoredSink[Pod]):
 
     def __init__(self, cluster: Cluster) -> None:
         c = cluster
-        super().__init__(c, pod_from_dict, c.upsert_pod, c.delete_pod, c.replace_pods)
+        super().__init__(c, pod_from_dict, c.upsert_pod, c.delete_pod)
 
 
 class NodeClaimSink(_StoredSink[NodeClaim]):
@@ -135,7 +136,7 @@ class NodeClaimSink(_StoredSink[NodeClaim]):
     def __init__(self, cluster: Cluster) -> None:
         c = cluster
         parse = NodeClaim.model_validate
-        super().__init__(c, parse, c.upsert_nodeclaim, c.delete_nodeclaim, c.replace_nodeclaims)
+        super().__init__(c, parse, c.upsert_nodeclaim, c.delete_nodeclaim)
 
 
 class NodePoolSink(_StoredSink[NodePool]):
@@ -149,7 +150,6 @@ class NodePoolSink(_StoredSink[NodePool]):
             parse,
             c.upsert_nodepool,
             c.delete_nodepool,
-            c.replace_nodepools,
             forget_unparseable=True,
         )
 
@@ -190,9 +190,9 @@ class DaemonSetSink(_Sink[Pod]):
     def delete(self, obj: RawObject) -> None:
         self.cluster.delete_daemonset(object_key(obj))
 
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        parsed = {object_key(o): p for o in objs if (p := self._parse(o)) is not None}
-        self.cluster.replace_daemonsets(parsed)
+    def listed(self, objs: Sequence[RawObject]) -> None:
+        for obj in objs:
+            self.upsert(obj)
 
 
 class NodeClassSink(_Sink[tuple[str, bool]]):
@@ -221,10 +221,9 @@ class NodeClassSink(_Sink[tuple[str, bool]]):
     def delete(self, obj: RawObject) -> None:
         self.cluster.delete_nodeclass((self.group, self.nodeclass_kind, object_key(obj)))
 
-    def replace(self, objs: Sequence[RawObject]) -> None:
-        self.cluster.replace_nodeclasses(
-            self.group, self.nodeclass_kind, dict(self._parse_all(objs))
-        )
+    def listed(self, objs: Sequence[RawObject]) -> None:
+        for obj in objs:
+            self.upsert(obj)
 
 
 def pdb_from_dict(obj: RawObject) -> PodDisruptionBudget:
@@ -250,7 +249,7 @@ class PDBSink(_StoredSink[PodDisruptionBudget]):
 
     def __init__(self, cluster: Cluster) -> None:
         c = cluster
-        super().__init__(c, pdb_from_dict, c.upsert_pdb, c.delete_pdb, c.replace_pdbs)
+        super().__init__(c, pdb_from_dict, c.upsert_pdb, c.delete_pdb)
 
 
 # Storage: an unreadable claim, volume or class is as good as missing, so its pods get a clear
@@ -262,9 +261,7 @@ class PersistentVolumeClaimSink(_StoredSink[PersistentVolumeClaim]):
 
     def __init__(self, cluster: Cluster) -> None:
         c = cluster
-        super().__init__(
-            c, pvc_from_dict, c.upsert_pvc, c.delete_pvc, c.replace_pvcs, forget_unparseable=True
-        )
+        super().__init__(c, pvc_from_dict, c.upsert_pvc, c.delete_pvc, forget_unparseable=True)
 
 
 class PersistentVolumeSink(_StoredSink[PersistentVolume]):
@@ -272,9 +269,7 @@ class PersistentVolumeSink(_StoredSink[PersistentVolume]):
 
     def __init__(self, cluster: Cluster) -> None:
         c = cluster
-        super().__init__(
-            c, pv_from_dict, c.upsert_pv, c.delete_pv, c.replace_pvs, forget_unparseable=True
-        )
+        super().__init__(c, pv_from_dict, c.upsert_pv, c.delete_pv, forget_unparseable=True)
 
 
 class StorageClassSink(_StoredSink[StorageClass]):
@@ -287,6 +282,5 @@ class StorageClassSink(_StoredSink[StorageClass]):
             storage_class_from_dict,
             c.upsert_storage_class,
             c.delete_storage_class,
-            c.replace_storage_classes,
             forget_unparseable=True,
         )

@@ -28,6 +28,7 @@ from karpenter_py.kube import (
     KubeClient,
     KubeObject,
     NotFoundError,
+    Page,
     PatchType,
     Resource,
     WatchEvent,
@@ -61,7 +62,7 @@ async def eventually(
 class RecordingSink:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str]] = []  # (verb, key, uid)
-        self.replaced: list[list[str]] = []
+        self.listed_pages: list[list[str]] = []
         self.synced_count = 0
 
     def upsert(self, obj: KubeObject) -> None:
@@ -70,8 +71,8 @@ class RecordingSink:
     def delete(self, obj: KubeObject) -> None:
         self.calls.append(("delete", object_key(obj), obj["metadata"]["uid"]))
 
-    def replace(self, objs: Sequence[KubeObject]) -> None:
-        self.replaced.append(sorted(object_key(o) for o in objs))
+    def listed(self, objs: Sequence[KubeObject]) -> None:
+        self.listed_pages.append(sorted(object_key(o) for o in objs))
 
     def synced(self) -> None:
         self.synced_count += 1
@@ -85,8 +86,8 @@ class CapturingListWatch:
         self.streams: list[Any] = []
         self.watch_rvs: list[str] = []
 
-    async def list(self, *, resource_version: str | None, limit: int | None) -> Any:
-        return await self.inner.list(resource_version=resource_version, limit=limit)
+    def pages(self, *, resource_version: str | None, limit: int | None) -> AsyncIterator[Page]:
+        return self.inner.pages(resource_version=resource_version, limit=limit)
 
     @contextlib.asynccontextmanager
     async def watch(
@@ -261,7 +262,7 @@ async def test_list_watch_sees_creates_updates_deletes(
             task = tg.create_task(reflector.run())
             async with asyncio.timeout(30):
                 await reflector.wait_synced()
-            assert sink.replaced == [[f"{ns}/{pre}" if ns else pre]]
+            assert sink.listed_pages == [[f"{ns}/{pre}" if ns else pre]]
             created = await client.create(resource, body(name), namespace=ns)
             await client.patch(
                 resource, name, {"metadata": {"annotations": {"step": "2"}}}, namespace=ns

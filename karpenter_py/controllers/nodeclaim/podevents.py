@@ -138,7 +138,7 @@ class NodeClaimPodEvents(QueueController):
                 PODS,
                 upsert=self.on_pod,
                 delete=self.on_pod_deleted,
-                replace=self.on_pods_listed,
+                listed=self.on_pods_listed,
             ),
         )
 

@@ -23,15 +23,15 @@ from karpenter_py.kube.resources import NODES, PODS
 from karpenter_py.launcher.round import Events, NodeClaimWriter, OfferingFilter, RoundRunner
 from karpenter_py.model.core import Pod
 from karpenter_py.scheduling.fromstate import solve_input
-from karpenter_py.scheduling.inputs import SolveOptions
+from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
 from karpenter_py.scheduling.plan import Plan
 from karpenter_py.scheduling.scheduler import unsupported_reason
 from karpenter_py.state.ingest import object_key
-from karpenter_py.state.snapshot import is_provisionable
+from karpenter_py.state.snapshot import Snapshot, is_provisionable
 
 log = logging.getLogger("karpenter.provisioner")
 
-__all__ = ["Events", "NodeClaimWriter", "OfferingFilter", "Provisioner", "RoundResult"]
+__all__ = ["Decided", "Events", "NodeClaimWriter", "OfferingFilter", "Provisioner", "RoundResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,16 @@ class RoundResult:
     solve_seconds: float = 0.0  # the scheduling simulation alone
     decided: tuple[str, ...] = ()  # keys of the pods the solve placed or found unschedulable
     ignored: int = 0  # pods Karpenter will not simulate (matchFields, DRA claims, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What a round decided before it writes: the snapshot it saw, the solver's input and plan."""
+
+    snapshot: Snapshot
+    inp: SolveInput
+    plan: Plan
+    solve_seconds: float
 
 
 class Provisioner:
@@ -123,16 +133,30 @@ class Provisioner:
             await self.clock.sleep(1.0)
 
     # ------------------------------------------------------------------ one round
-    async def provision(self) -> RoundResult:
-        started = time.perf_counter()
+    async def decide(self) -> Decided | None:
+        """The round up to its NodeClaims decided, without writing anything: snapshot (nodes
+        before pods), each NodePool's instance types, solve input, solve. None when no pod
+        needs a home."""
         snapshot = self.cluster.snapshot(self.clock.now())
         if not snapshot.pending and not snapshot.reschedulable:
-            return self._finish(RoundResult(0, (), 0, 0, time.perf_counter() - started))
+            return None
         types = await self.round.instance_types(snapshot)
         inp = solve_input(snapshot, instance_types=types, options=self.options)
         solve_started = time.perf_counter()
         plan = await self.round.solve(inp, snapshot)
-        solve_seconds = time.perf_counter() - solve_started
+        return Decided(snapshot, inp, plan, time.perf_counter() - solve_started)
+
+    async def provision(self) -> RoundResult:
+        started = time.perf_counter()
+        decided = await self.decide()
+        if decided is None:
+            return self._finish(RoundResult(0, (), 0, 0, time.perf_counter() - started))
+        snapshot, inp, plan, solve_seconds = (
+            decided.snapshot,
+            decided.inp,
+            decided.plan,
+            decided.solve_seconds,
+        )
         created, failures = await self.round.create(plan.new_node_claims, snapshot.nodepools)
         if failures:
             self.batcher.trigger("retry")

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 from karpenter_py.kube.errors import GoneError, TransportError
-from karpenter_py.kube.objects import KubeObject, ListResult, WatchEvent
+from karpenter_py.kube.objects import KubeObject, Page, WatchEvent
 
 _END = object()
 _BREAK = object()
@@ -52,6 +52,8 @@ class FakeApi:
         self.list_calls: list[str | None] = []
         self.watch_calls: list[str] = []
         self.watch_errors: list[BaseException] = []
+        # Raised by the next lists, each after the list has served that many pages.
+        self.list_errors: list[tuple[int, BaseException]] = []
         self.watch_opened = asyncio.Event()
         self._uid = 0
 
@@ -119,12 +121,21 @@ class FakeApi:
 
     # ------------------------------------------------------------------ ListWatch
 
-    async def list(self, *, resource_version: str | None, limit: int | None) -> ListResult:
+    async def pages(
+        self, *, resource_version: str | None, limit: int | None
+    ) -> AsyncIterator[Page]:
+        """The objects in pages of ``limit``, all at the list's resourceVersion."""
         self.list_calls.append(resource_version)
         await asyncio.sleep(0)
-        return ListResult(
-            items=[copy.deepcopy(o) for o in self.objects.values()], resource_version=str(self.rv)
-        )
+        items = [copy.deepcopy(o) for o in self.objects.values()]
+        size = limit or max(1, len(items))
+        chunks = [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+        fail = self.list_errors.pop(0) if self.list_errors else None
+        for n, chunk in enumerate(chunks, start=1):
+            if fail is not None and n > fail[0]:
+                raise fail[1]
+            token = None if n == len(chunks) else str(n)
+            yield Page(items=chunk, resource_version=str(self.rv), continue_token=token)
 
     @contextlib.asynccontextmanager
     async def watch(

@@ -6,7 +6,8 @@ import pytest
 
 from karpenter_py.aio import Backoff
 from karpenter_py.informer import Reflector, Store, field_indexer
-from karpenter_py.kube.errors import ServerError, TooManyRequestsError, TransportError
+from karpenter_py.informer.store import keep_identity
+from karpenter_py.kube.errors import GoneError, ServerError, TooManyRequestsError, TransportError
 from karpenter_py.kube.objects import KubeObject, object_key
 from tests.unit.informer.fakeapi import FakeApi
 
@@ -14,7 +15,7 @@ from tests.unit.informer.fakeapi import FakeApi
 class RecordingSink:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
-        self.replaced: list[list[str]] = []
+        self.listed_pages: list[list[str]] = []
         self.synced_count = 0
 
     def upsert(self, obj: KubeObject) -> None:
@@ -23,8 +24,8 @@ class RecordingSink:
     def delete(self, obj: KubeObject) -> None:
         self.calls.append(("delete", object_key(obj)))
 
-    def replace(self, objs: Sequence[KubeObject]) -> None:
-        self.replaced.append(sorted(object_key(o) for o in objs))
+    def listed(self, objs: Sequence[KubeObject]) -> None:
+        self.listed_pages.append(sorted(object_key(o) for o in objs))
 
     def synced(self) -> None:
         self.synced_count += 1
@@ -47,7 +48,7 @@ def make(api: FakeApi, sink: RecordingSink, sleeps: Sleeps | None = None, **kw) 
         name="configmaps",
         store=Store(indexers={"data": field_indexer("data", "v")}),
         sinks=[sink],
-        sleep=sleeps or Sleeps(),
+        sleep=kw.pop("sleep", None) or sleeps or Sleeps(),
         backoff=Backoff(initial=0.8, maximum=30, jitter=0),
         min_watch_duration=kw.pop("min_watch_duration", 0.0),
         **kw,
@@ -83,11 +84,85 @@ async def test_first_list_replaces_then_synced_then_watches_from_list_rv():
             await r.wait_synced()
         await settle(lambda: api.watch_calls)
         task.cancel()
-    assert sink.replaced == [["ns/a", "ns/b", "ns/c"]]
+    assert sink.listed_pages == [["ns/a", "ns/b", "ns/c"]]
     assert sink.synced_count == 1
     assert sink.calls == []  # the first list is a replace, not per-object upserts
     assert api.list_calls == [None]  # consistent read by default
     assert api.watch_calls == ["103"]
+    assert contents(r.store) == api_contents(api)
+
+
+async def test_first_list_reaches_store_and_sinks_a_page_at_a_time():
+    api, sink = FakeApi(), RecordingSink()
+    for n in "abcde":
+        api.create(n, data="x")
+
+    def tag(obj: KubeObject) -> KubeObject:
+        obj["metadata"]["labels"] = {"seen": "yes"}
+        return obj
+
+    r = Reflector(
+        api,
+        name="configmaps",
+        store=Store(keep=keep_identity(("metadata", "labels"))),
+        sinks=[sink],
+        page_size=2,
+        transform=tag,
+    )
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(r.run())
+        async with asyncio.timeout(2):
+            await r.wait_synced()
+        task.cancel()
+    assert sink.listed_pages == [["ns/a", "ns/b"], ["ns/c", "ns/d"], ["ns/e"]]
+    assert sink.synced_count == 1
+    # The store keeps what a relist diff and delete handlers read, after the transform.
+    assert r.store.get("ns/a") == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "a",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": "101",
+            "labels": {"seen": "yes"},
+        },
+    }
+
+
+async def test_a_first_list_cut_part_way_is_finished_by_a_diffing_relist():
+    api, sink = FakeApi(), RecordingSink()
+    for n in "abcde":
+        api.create(n)
+    # The list fails after its first page, the next one at once; then the reflector backs off.
+    expired = GoneError(status=410, reason="Expired", message="continue token expired")
+    api.list_errors += [(1, expired), (0, expired)]
+
+    async def meanwhile(_: float) -> None:
+        # While it waits: "a" goes, "f" comes, "b" changes.
+        if "a" in api.objects:
+            api.delete("a")
+            api.create("f")
+            api.update("b", "changed")
+        await asyncio.sleep(0)
+
+    r = make(api, sink, page_size=2, sleep=meanwhile)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(r.run())
+        async with asyncio.timeout(2):
+            await r.wait_synced()
+        task.cancel()
+    assert sink.listed_pages == [["ns/a", "ns/b"]]  # the one page that arrived
+    # The relist delivers what differs from that page: a gone, b changed, c..f new.
+    assert sorted(sink.calls) == [
+        ("delete", "ns/a"),
+        ("upsert", "ns/b"),
+        ("upsert", "ns/c"),
+        ("upsert", "ns/d"),
+        ("upsert", "ns/e"),
+        ("upsert", "ns/f"),
+    ]
+    assert sink.synced_count == 1
     assert contents(r.store) == api_contents(api)
 
 
@@ -168,7 +243,7 @@ async def test_410_relists_and_delivers_exact_diff(gone):
     assert ("upsert", "ns/keep") not in sink.calls  # unchanged objects are not re-delivered
     assert sink.calls[-1] == ("upsert", "ns/after")
     assert sink.synced_count == 1
-    assert len(sink.replaced) == 1
+    assert len(sink.listed_pages) == 1
     assert len(api.list_calls) == 2
     # the failed watch was attempted from the stale RV; the next one from the relist RV
     assert api.watch_calls[-2] == "104"

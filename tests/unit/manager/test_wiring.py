@@ -56,13 +56,17 @@ def test_every_watch_hears_a_delivery_only_after_the_state_took_it_in() -> None:
         return Watch(PODS, upsert=upsert, delete=delete)
 
     [(_, sink)] = kind_sinks([Kind(PODS, [PodSink(cluster)])], [recorder("a"), recorder("b")])
-    sink.replace([wire_pod("listed")])
+    sink.listed([wire_pod("listed")])
     sink.synced()
     sink.upsert(wire_pod("added"))
     sink.delete(wire_pod("listed"))
 
     assert heard == [
-        ("a", "upsert", True),  # the first list: one upsert per object, after the state's replace
+        (
+            "a",
+            "upsert",
+            True,
+        ),  # the first list: one upsert per object, after the state took the page in
         ("b", "upsert", True),
         ("a", "upsert", True),
         ("b", "upsert", True),

@@ -601,7 +601,7 @@ def test_topology_spread_counts_the_pod_by_its_own_requirements() -> None:
 
 def test_cluster_state_feeds_volume_facts_into_the_solve_input() -> None:
     cluster = Cluster()
-    PersistentVolumeClaimSink(cluster).replace(
+    PersistentVolumeClaimSink(cluster).listed(
         [
             {
                 "metadata": {

@@ -28,10 +28,12 @@ def test_provider_id_index_follows_every_mutation() -> None:
     assert cluster.node_for_provider_id("kwok://a2") is cluster.nodes["a"]
     cluster.delete_nodeclaim("nc-b")
     assert cluster.nodeclaim_for_provider_id("kwok://b") is None
-    cluster.replace_nodes([node("c")])
+    cluster.delete_node("a")
+    cluster.upsert_node(node("c"))
     assert cluster.node_for_provider_id("kwok://a2") is None
     assert cluster.node_for_provider_id("kwok://c") is cluster.nodes["c"]
-    cluster.replace_nodeclaims([nodeclaim("nc-c", node_name="c")])
+    cluster.delete_nodeclaim("nc-a")
+    cluster.upsert_nodeclaim(nodeclaim("nc-c", node_name="c"))
     assert cluster.nodeclaim_for_provider_id("kwok://c") is cluster.nodeclaims["nc-c"]
     assert cluster.nodeclaim_for_provider_id("kwok://a") is None
     assert cluster.nodeclaim_for_provider_id("") is None
