@@ -28,7 +28,7 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED
-from karpenter_py.scheduling.fromstate import nodeclass_key, provisionable_pools
+from karpenter_py.scheduling.fromstate import ExistingMemo, nodeclass_key, provisionable_pools
 from karpenter_py.scheduling.inputs import SolveInput
 from karpenter_py.scheduling.instances import IndexCache
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
@@ -71,6 +71,7 @@ class RoundRunner:
     events: Events | None = None
     nomination_seconds: float = 20.0
     indexes: IndexCache = field(default_factory=IndexCache)
+    existing: ExistingMemo = field(default_factory=ExistingMemo)
 
     # ------------------------------------------------------------------ facts
     async def instance_types(self, snapshot: Snapshot) -> dict[str, list[InstanceType]]:

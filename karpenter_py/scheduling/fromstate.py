@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from karpenter_py.model.api.common import slim_taints
+from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod, Taint
 from karpenter_py.model.instancetype import InstanceType
@@ -80,6 +81,66 @@ def reserve_daemonsets(existing: ExistingNode, daemonsets: Sequence[Pod]) -> Exi
     return replace(existing, node=replace(node, allocatable=allocatable))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _Derived:
+    """One node's ExistingNode and everything it was derived from (held, so identities stay)."""
+
+    node: Node | None
+    nodeclaim: NodeClaim | None
+    marked_for_deletion: bool
+    reserved: Mapping[str, int]
+    pods: tuple[Pod, ...]
+    daemonsets: tuple[Pod, ...]
+    existing: ExistingNode
+
+    def still(self, sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod]) -> bool:
+        return (
+            self.node is sn.node
+            and self.nodeclaim is sn.nodeclaim
+            and self.marked_for_deletion == sn.marked_for_deletion
+            and self.reserved == sn.reserved
+            and _same(self.pods, pods)
+            and _same(self.daemonsets, daemonsets)
+        )
+
+
+def _same(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class ExistingMemo:
+    """``existing_node`` results kept across rounds (a plain memo, no I/O): a node whose Node,
+    NodeClaim, marks, pods and DaemonSets are the same objects as last round gives back the same
+    ExistingNode, so the solver's per-node work (``IndexCache.existing_parts``) is reused too.
+    A warm round over 5,000 nodes otherwise rebuilds every node's reservations and labels."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Derived] = {}
+
+    def existing_node(
+        self, sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod]
+    ) -> ExistingNode:
+        held = self._held.get(sn.name)
+        if held is not None and held.still(sn, pods, daemonsets):
+            return held.existing
+        existing = existing_node(sn, pods, daemonsets)
+        self._held[sn.name] = _Derived(
+            sn.node,
+            sn.nodeclaim,
+            sn.marked_for_deletion,
+            dict(sn.reserved),
+            tuple(pods),
+            tuple(daemonsets),
+            existing,
+        )
+        return existing
+
+    def keep_only(self, names: Collection[str]) -> None:
+        """Forget nodes that are gone (called with the nodes of the latest snapshot)."""
+        if len(self._held) > len(names):
+            self._held = {k: v for k, v in self._held.items() if k in names}
+
+
 def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod]) -> ExistingNode:
     """A state node as solver capacity, daemonsets reserved (except on a NodeClaim that has not
     launched: its size already includes them)."""
@@ -150,19 +211,23 @@ def solve_input(
     instance_types: Mapping[str, Sequence[InstanceType]],
     options: SolveOptions,
     extra_pods: Sequence[Pod] = (),
+    memo: ExistingMemo | None = None,
 ) -> SolveInput:
     """Pending and reschedulable pods against every ready NodePool and the existing nodes, with
-    where their volumes can attach."""
+    where their volumes can attach. ``memo`` reuses unchanged nodes' ExistingNodes."""
     usage = pool_usage(snapshot)
     pools = tuple(
         replace(pool_from_nodepool(np), usage=usage.get(np.metadata.name or "", {}))
         for np in provisionable_pools(snapshot)
     )
+    build = memo.existing_node if memo is not None else existing_node
     existing = tuple(
-        existing_node(sn, snapshot.pods_by_node.get(sn.name, ()), snapshot.daemonsets)
+        build(sn, snapshot.pods_by_node.get(sn.name, ()), snapshot.daemonsets)
         for sn in snapshot.nodes
         if takes_pods(sn)
     )
+    if memo is not None:
+        memo.keep_only({sn.name for sn in snapshot.nodes})
     pods = (*snapshot.pending, *snapshot.reschedulable, *extra_pods)
     volume_requirements, volume_errors = volume_inputs(pods, snapshot.storage)
     return SolveInput(

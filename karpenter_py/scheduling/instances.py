@@ -35,7 +35,7 @@ from karpenter_py.scheduling.requirements import (
     intersects,
 )
 from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, is_ephemeral, untolerated
-from karpenter_py.scheduling.topology import Placed
+from karpenter_py.scheduling.topology import Placed, PlacedGroup
 
 _NEGATIVE = frozenset({"NotIn", "DoesNotExist"})
 
@@ -531,7 +531,7 @@ class SlotParts:
     taints: tuple[Taint, ...]
     remaining: Mapping[str, int]
     ports: tuple[HostPort, ...]
-    placed: tuple[Placed, ...]
+    placed: PlacedGroup
 
 
 def existing_slot_parts(
@@ -559,4 +559,4 @@ def existing_slot_parts(
             remaining[name] = remaining.get(name, 0) - amount
         ports.extend(pod.host_ports)
         placed.append(Placed(pod, reqs, taints))
-    return SlotParts(reqs, taints, remaining, tuple(ports), tuple(placed))
+    return SlotParts(reqs, taints, remaining, tuple(ports), PlacedGroup(tuple(placed)))

@@ -44,7 +44,7 @@ from karpenter_py.scheduling.packing import claim_price, rebuild, repack
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.requirements import Req, Requirements
-from karpenter_py.scheduling.topology import DomainSource, Placed, Topology
+from karpenter_py.scheduling.topology import DomainSource, PlacedGroup, Topology
 
 
 def solve(
@@ -98,7 +98,10 @@ class _Solver:
         self.slot_parts = cache.existing_parts if cache is not None else existing_slot_parts
         self.slots, placed = self._existing_slots(inp.existing)
         self.topology = Topology(
-            universe=self._universe(), placed=placed, namespace_labels=namespace_labels
+            universe=self._universe(),
+            placed=(),
+            existing=placed,
+            namespace_labels=namespace_labels,
         )
         # NodeClaims being built, bucketed by pod count so "fewest pods first" needs no sorting.
         self.buckets: dict[int, dict[NewClaim, None]] = {}
@@ -112,14 +115,14 @@ class _Solver:
     # ------------------------------------------------------------------ setup
     def _existing_slots(
         self, existing: Sequence[ExistingNode]
-    ) -> tuple[list[ExistingSlot], list[Placed]]:
+    ) -> tuple[list[ExistingSlot], list[PlacedGroup]]:
         slots: list[ExistingSlot] = []
-        placed: list[Placed] = []
+        placed: list[PlacedGroup] = []
         for ex in existing:
             if ex.marked_for_deletion or ex.node.deletion_timestamp:
                 continue
             parts = self.slot_parts(ex)
-            placed.extend(parts.placed)
+            placed.append(parts.placed)
             slots.append(
                 ExistingSlot(
                     name=ex.node.name,

@@ -12,7 +12,7 @@ anti-affinity over thousands of new nodes stays linear.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final
@@ -273,6 +273,44 @@ class Placed:
     taints: tuple[Taint, ...]
 
 
+class PlacedGroup:
+    """The pods of one existing node as topology sees them, with what counting them needs
+    built on first use and kept: the node's parts outlive a solve (``IndexCache``), so a
+    topology group over 100,000 placed pods reads one small index per node instead of every
+    pod. Read-only once built; building is idempotent, so threads may race on it."""
+
+    __slots__ = ("_anti", "_by_label", "pods")
+
+    def __init__(self, pods: tuple[Placed, ...]) -> None:
+        self.pods = pods
+        self._by_label: dict[str, dict[str, list[Placed]]] = {}
+        self._anti: tuple[Placed, ...] | None = None
+
+    def by_label(self, key: str) -> dict[str, list[Placed]]:
+        """label value -> the pods carrying it, for ``key``."""
+        index = self._by_label.get(key)
+        if index is None:
+            index = _label_index(self.pods, key)
+            self._by_label[key] = index
+        return index
+
+    @property
+    def anti_affinity(self) -> tuple[Placed, ...]:
+        """The pods with required anti-affinity (they keep matching pods out of their domains)."""
+        if self._anti is None:
+            self._anti = tuple(p for p in self.pods if p.pod.pod_anti_affinity)
+        return self._anti
+
+
+def _label_index(pods: Iterable[Placed], key: str) -> dict[str, list[Placed]]:
+    index: dict[str, list[Placed]] = {}
+    for p in pods:
+        value = p.pod.labels.get(key)
+        if value is not None:
+            index.setdefault(value, []).append(p)
+    return index
+
+
 class Topology:
     """All topology groups of one solve, and the pods already placed that they count."""
 
@@ -282,9 +320,13 @@ class Topology:
         universe: Mapping[str, Mapping[str, Sequence[DomainSource]]],
         placed: Sequence[Placed],
         namespace_labels: Mapping[str, Mapping[str, str]],
+        existing: Sequence[PlacedGroup] = (),
     ) -> None:
+        """``existing``: the pods already on existing nodes, one group per node; ``placed``:
+        other pods already placed. Pods this solve places are recorded with ``record``."""
         self.universe = universe
         self.namespace_labels = namespace_labels
+        self.existing = tuple(existing)
         self.placed: list[Placed] = list(placed)
         self.groups: dict[GroupKey, TopologyGroup] = {}
         self.inverse: dict[GroupKey, TopologyGroup] = {}
@@ -295,9 +337,9 @@ class Topology:
         self._selecting: dict[
             tuple[object, ...], tuple[int, list[TopologyGroup], list[TopologyGroup]]
         ] = {}
-        # label key -> value -> placed pods with that label, built for a key the first time a
-        # group's selector requires it, so a new group counts only the pods it could select
-        # instead of every placed pod (100,000 of them in a large cluster's what-if).
+        # label key -> value -> ``placed`` pods with that label, built for a key the first time
+        # a group's selector requires it, so a new group counts only the pods it could select
+        # instead of every placed pod (``existing`` nodes keep their own such index).
         self._by_label: dict[str, dict[str, list[Placed]]] = {}
         self._seed_inverse_from_placed()
 
@@ -327,29 +369,36 @@ class Topology:
                         self._record_one(group, p)
         return group
 
-    def _may_select(self, selector: LabelSelector | None) -> Sequence[Placed]:
+    def _may_select(self, selector: LabelSelector | None) -> Iterator[Placed]:
         """The placed pods ``selector`` could match: those carrying a label value it requires
         (a matchLabels pair, or an In expression), else every placed pod."""
         if selector is None:
-            return ()
+            return
+        key = ""
+        values: tuple[str, ...] = ()
         if selector.match_labels:
             key, value = selector.match_labels[0]
-            return self._label_index(key).get(value, ())
-        for req in selector.match_expressions:
-            if req.operator == "In":
-                index = self._label_index(req.key)
-                return [p for v in sorted(req.values) for p in index.get(v, ())]
-        return self.placed
+            values = (value,)
+        else:
+            for req in selector.match_expressions:
+                if req.operator == "In":
+                    key, values = req.key, tuple(sorted(req.values))
+                    break
+        if not key:
+            for group in self.existing:
+                yield from group.pods
+            yield from self.placed
+            return
+        indexes = [g.by_label(key) for g in self.existing]
+        indexes.append(self._label_index(key))
+        for value in values:
+            for index in indexes:
+                yield from index.get(value, ())
 
     def _label_index(self, key: str) -> dict[str, list[Placed]]:
         index = self._by_label.get(key)
         if index is None:
-            index = {}
-            for p in self.placed:
-                value = p.pod.labels.get(key)
-                if value is not None:
-                    index.setdefault(value, []).append(p)
-            self._by_label[key] = index
+            index = self._by_label[key] = _label_index(self.placed, key)
         return index
 
     def _record_one(self, group: TopologyGroup, p: Placed) -> None:
@@ -366,7 +415,9 @@ class Topology:
 
     def _seed_inverse_from_placed(self) -> None:
         """Pods already running with required anti-affinity keep matching pods out of their domains."""
-        for p in self.placed:
+        anti = [p for g in self.existing for p in g.anti_affinity]
+        anti.extend(p for p in self.placed if p.pod.pod_anti_affinity)
+        for p in anti:
             for term in p.pod.pod_anti_affinity:
                 group = self._group(
                     self._affinity_key(Kind.ANTI_AFFINITY, p.pod, term), self.inverse, count=False

@@ -47,6 +47,11 @@ class Cluster:
         self.pvs: dict[str, PersistentVolume] = {}
         self.storage_classes: dict[str, StorageClass] = {}
         self._pods_by_node: dict[str, set[str]] = {}
+        # Kept by the pod mutators so a snapshot of 100,000 pods neither scans them all for the
+        # pending ones nor re-sorts every node's pods: a node's tuple is rebuilt only after one
+        # of its pods changed.
+        self._pending: dict[str, Pod] = {}
+        self._pods_on: dict[str, tuple[Pod, ...]] = {}
         self._synced: set[str] = set()
         self._deleting: set[str] = set()  # NodeClaim names marked for deletion
         self._nominated: dict[str, datetime] = {}  # node or NodeClaim name -> until
@@ -105,17 +110,26 @@ class Cluster:
 
     def upsert_pod(self, pod: Pod) -> None:
         old = self.pods.get(pod.key)
-        if old is not None and old.node_name and old.node_name != pod.node_name:
-            self._pods_by_node.get(old.node_name, set()).discard(pod.key)
+        if old is not None and old.node_name:
+            self._pods_on.pop(old.node_name, None)
+            if old.node_name != pod.node_name:
+                self._pods_by_node.get(old.node_name, set()).discard(pod.key)
         self.pods[pod.key] = pod
         if pod.node_name:
             self._pods_by_node.setdefault(pod.node_name, set()).add(pod.key)
+            self._pods_on.pop(pod.node_name, None)
+        if is_provisionable(pod):
+            self._pending[pod.key] = pod
+        else:
+            self._pending.pop(pod.key, None)
         self.generation += 1
 
     def delete_pod(self, key: str) -> None:
         old = self.pods.pop(key, None)
         if old is not None and old.node_name:
             self._pods_by_node.get(old.node_name, set()).discard(key)
+            self._pods_on.pop(old.node_name, None)
+        self._pending.pop(key, None)
         self.generation += 1
 
     def upsert_nodepool(self, np: NodePool) -> None:
@@ -205,10 +219,13 @@ class Cluster:
         return until is not None and until > now
 
     # ------------------------------------------------------------------ queries
-    def pods_on(self, node_name: str) -> list[Pod]:
-        return [
-            self.pods[k] for k in sorted(self._pods_by_node.get(node_name, ())) if k in self.pods
-        ]
+    def pods_on(self, node_name: str) -> tuple[Pod, ...]:
+        """The node's pods by key (the same tuple while none of them changes)."""
+        held = self._pods_on.get(node_name)
+        if held is None:
+            keys = sorted(self._pods_by_node.get(node_name, ()))
+            held = self._pods_on[node_name] = tuple(self.pods[k] for k in keys if k in self.pods)
+        return held
 
     def state_nodes(self, now: datetime) -> list[StateNode]:
         """Nodes joined with their NodeClaims by provider ID; unmatched NodeClaims are in flight."""
@@ -261,8 +278,8 @@ class Cluster:
         nodes = tuple(self.state_nodes(now))
         # A NodeClaim in flight holds the pods already bound to its node's name (the Node may
         # reach the informer after its pods do).
-        pods_by_node = {n.name: tuple(self.pods_on(n.name)) for n in nodes}
-        pending = tuple(p for p in self.pods.values() if is_provisionable(p))
+        pods_by_node = {n.name: self.pods_on(n.name) for n in nodes}
+        pending = tuple(self._pending.values())
         reschedulable = tuple(
             p
             for n in nodes

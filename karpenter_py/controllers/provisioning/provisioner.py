@@ -141,7 +141,9 @@ class Provisioner:
         if not snapshot.pending and not snapshot.reschedulable:
             return None
         types = await self.round.instance_types(snapshot)
-        inp = solve_input(snapshot, instance_types=types, options=self.options)
+        inp = solve_input(
+            snapshot, instance_types=types, options=self.options, memo=self.round.existing
+        )
         solve_started = time.perf_counter()
         plan = await self.round.solve(inp, snapshot)
         return Decided(snapshot, inp, plan, time.perf_counter() - solve_started)

@@ -1,0 +1,71 @@
+"""What the cluster keeps up to date so a snapshot of a large cluster does not rescan it: the
+pending pods and each node's pods (rebuilt only when one of them changed)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from karpenter_py.state.cluster import Cluster
+from tests.factories import node, pod
+
+NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
+
+
+def keys(pods: object) -> list[str]:
+    return [p.key for p in pods]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("changes", "pending"),
+    [
+        ([("upsert", "a", {"pending": True})], ["default/a"]),
+        # Bound by the scheduler: no longer pending.
+        ([("upsert", "a", {"pending": True}), ("upsert", "a", {"node_name": "n1"})], []),
+        ([("upsert", "a", {"pending": True}), ("delete", "a", {})], []),
+        # A pod that becomes unschedulable later.
+        (
+            [
+                ("upsert", "a", {"phase": "Pending"}),
+                ("upsert", "b", {"pending": True}),
+                ("upsert", "a", {"pending": True}),
+            ],
+            ["default/a", "default/b"],
+        ),
+        # Terminating pods are not provisioned for.
+        ([("upsert", "a", {"pending": True, "deletionTimestamp": "2026-01-01T00:00:00Z"})], []),
+    ],
+)
+def test_pending_pods_follow_every_change(
+    changes: list[tuple[str, str, dict[str, object]]], pending: list[str]
+) -> None:
+    cluster = Cluster()
+    for op, name, kw in changes:
+        if op == "delete":
+            cluster.delete_pod(f"default/{name}")
+            continue
+        deleting = str(kw.pop("deletionTimestamp", ""))
+        cluster.upsert_pod(replace(pod(name, **kw), deletion_timestamp=deleting))  # type: ignore[arg-type]
+    assert sorted(keys(cluster.snapshot(NOW).pending)) == pending
+
+
+def test_a_nodes_pods_are_the_same_tuple_until_one_of_them_changes() -> None:
+    cluster = Cluster()
+    cluster.upsert_node(node("n1"))
+    cluster.upsert_node(node("n2"))
+    for name, where in (("b", "n1"), ("a", "n1"), ("c", "n2")):
+        cluster.upsert_pod(pod(name, node_name=where))
+    first = cluster.snapshot(NOW).pods_by_node
+    assert keys(first["n1"]) == ["default/a", "default/b"]
+    second = cluster.snapshot(NOW).pods_by_node
+    assert second["n1"] is first["n1"]
+    # "a" moves to n2: both nodes' tuples are rebuilt.
+    cluster.upsert_pod(pod("a", node_name="n2"))
+    third = cluster.snapshot(NOW).pods_by_node
+    assert keys(third["n1"]) == ["default/b"]
+    assert keys(third["n2"]) == ["default/a", "default/c"]
+    cluster.delete_pod("default/c")
+    assert keys(cluster.snapshot(NOW).pods_by_node["n2"]) == ["default/a"]
+    assert cluster.snapshot(NOW).pods_by_node["n1"] is third["n1"]
