@@ -361,7 +361,7 @@ def run_disruption(
         print(f"error: {err}", file=stderr)
         return EXIT_USAGE
     for timeout in result.decision.timed_out:
-        print(f"warning: {timeout.explanation}", file=stderr)
+        print(f"warning: {timeout.explanation}; the best command found is shown", file=stderr)
     if output == "json":
         stdout.write(render_json(result))
     else:

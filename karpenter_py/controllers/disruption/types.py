@@ -161,8 +161,8 @@ class Timeout:
         """The one wording of a timeout (event, log line, ``plan --disruption`` warning)."""
         total = self.examined + self.unexamined
         return (
-            f"{self.method.name} reached its time limit of {self.limit:g}s with {self.unexamined} "
-            f"of {total} candidates unexamined; the best command found so far is used"
+            f"{self.method.name} stopped at its time limit of {self.limit:g}s with "
+            f"{self.unexamined} of {total} candidates unexamined"
         )
 
 
