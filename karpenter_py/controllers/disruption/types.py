@@ -152,8 +152,8 @@ class Timeout:
 
     method: Method
     limit: float  # seconds (Facts.multi_node_timeout / single_node_timeout)
-    examined: int  # candidates that took part in at least one simulation
-    unexamined: int  # candidates the method meant to try and never simulated
+    examined: int  # candidates at least one of the method's trials included
+    unexamined: int  # candidates the method meant to try and never reached
     nodepools: tuple[str, ...]  # sorted pools whose candidates the cut-off search concerned
 
     @property
