@@ -360,11 +360,8 @@ def run_disruption(
     except (ManifestError, PlanError) as err:
         print(f"error: {err}", file=stderr)
         return EXIT_USAGE
-    for method in result.decision.timed_out:
-        print(
-            f"warning: {method.name} reached its time limit; the best command found is shown",
-            file=stderr,
-        )
+    for timeout in result.decision.timed_out:
+        print(f"warning: {timeout.explanation}; the best command found is shown", file=stderr)
     if output == "json":
         stdout.write(render_json(result))
     else:

@@ -204,6 +204,8 @@ class App:
             self.rounds,
             options=options,
             spot_to_spot=settings.feature_gates.spot_to_spot_consolidation,
+            multi_node_timeout=settings.multi_node_consolidation_timeout,
+            single_node_timeout=settings.single_node_consolidation_timeout,
         )
         self.gc = NodeClaimGarbageCollector(self.deps)
         self.controllers = self._controllers()

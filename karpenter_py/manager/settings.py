@@ -4,7 +4,9 @@ Every setting has an environment variable (``BATCH_MAX_DURATION``) and a flag sp
 kebab-case (``--batch-max-duration``); a flag wins over the variable, and either wins over the
 default. Defaults and accepted values are upstream Karpenter's (core ``pkg/operator/options``, the
 AWS provider's options and the kwok provider's), plus ``CLOUD_PROVIDER`` and ``KUBECONFIG``, which
-are ours.
+are ours, and ``MULTI_NODE_CONSOLIDATION_TIMEOUT`` / ``SINGLE_NODE_CONSOLIDATION_TIMEOUT``:
+upstream's fixed 1 min / 3 min consolidation limits, which upstream does not expose (the names
+are the ones its closed proposal kubernetes-sigs/karpenter#1754 used).
 
 :func:`load_settings` is the only entry point. Any bad value stops start-up with one
 :class:`SettingsError` whose message names the variable or flag and repeats the offending value,
@@ -32,6 +34,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from karpenter_py.controllers.disruption.multinode import MULTI_NODE_TIMEOUT
+from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE_TIMEOUT
 from karpenter_py.model.api.common import parse_duration
 
 SERVICE_ACCOUNT_NAMESPACE_FILE: Final = Path(
@@ -193,6 +197,9 @@ class Settings(BaseModel):
     batch_idle_duration: float = Field(default=1.0, gt=0)
     kube_client_qps: int = Field(default=200, gt=0)
     kube_client_burst: int = Field(default=300, gt=0)
+    # Upstream's fixed consolidation limits (1 min, 3 min), as settings.
+    multi_node_consolidation_timeout: float = Field(default=MULTI_NODE_TIMEOUT, gt=0)
+    single_node_consolidation_timeout: float = Field(default=SINGLE_NODE_TIMEOUT, gt=0)
 
     log_level: LogLevel = "info"
     metrics_port: int = Field(default=8080, ge=1, le=65535)
@@ -313,6 +320,14 @@ OPTIONS: Final[tuple[_Option, ...]] = (
             "longest provisioning batch window", check=_positive),
     _Option("BATCH_IDLE_DURATION", "batch_idle_duration", parse_duration_seconds, _DURATION_EXPECT,
             "close the batch after this long without new pods", check=_positive),
+    _Option("MULTI_NODE_CONSOLIDATION_TIMEOUT", "multi_node_consolidation_timeout",
+            parse_duration_seconds, _DURATION_EXPECT,
+            "multi-node consolidation stops here with the best command found so far (ours)",
+            check=_positive),
+    _Option("SINGLE_NODE_CONSOLIDATION_TIMEOUT", "single_node_consolidation_timeout",
+            parse_duration_seconds, _DURATION_EXPECT,
+            "single-node consolidation stops here; the rest waits for the next pass (ours)",
+            check=_positive),
     _Option("KUBE_CLIENT_QPS", "kube_client_qps", parse_int, "an integer",
             "client-side request rate limit", check=_positive),
     _Option("KUBE_CLIENT_BURST", "kube_client_burst", parse_int, "an integer",
@@ -377,7 +392,7 @@ def usage() -> str:
         default = defaults[o.field]
         if o.field == "feature_gates":
             shown = DEFAULT_FEATURE_GATES
-        elif o.field in ("batch_max_duration", "batch_idle_duration"):
+        elif o.parse is parse_duration_seconds:
             shown = format_duration(default)
         elif o.field == "leader_election_namespace":
             shown = "<pod namespace>"

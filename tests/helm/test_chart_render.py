@@ -303,6 +303,18 @@ ENV_CASES = [
         id="explicit-false-and-string-number",
     ),
     pytest.param(
+        sets(
+            "settings.multiNodeConsolidationTimeout=5m",
+            "settings.singleNodeConsolidationTimeout=10m30s",
+        ),
+        {
+            **DEFAULT_ENV,
+            "MULTI_NODE_CONSOLIDATION_TIMEOUT": "5m",
+            "SINGLE_NODE_CONSOLIDATION_TIMEOUT": "10m30s",
+        },
+        id="consolidation-timeouts",
+    ),
+    pytest.param(
         sets("controller.metrics.port=9090", "controller.healthProbe.port=9091"),
         {**DEFAULT_ENV, "METRICS_PORT": "9090", "HEALTH_PROBE_PORT": "9091"},
         id="ports",
@@ -360,6 +372,29 @@ def test_aws_settings_load_into_the_controllers_settings() -> None:
         "Ignore",
         "BestEffort",
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        # Unset in the chart (null) is the controller's default: upstream's 1 min and 3 min.
+        pytest.param([], (60.0, 180.0), id="defaults"),
+        pytest.param(
+            sets(
+                "settings.multiNodeConsolidationTimeout=5m",
+                "settings.singleNodeConsolidationTimeout=10m30s",
+            ),
+            (300.0, 630.0),
+            id="set",
+        ),
+    ],
+)
+def test_consolidation_timeouts_load_into_the_controllers_settings(
+    args: list[str], want: tuple[float, float]
+) -> None:
+    env = plain_env(render(*args))
+    s = load_settings([], {**env, "LEADER_ELECTION_NAMESPACE": "karpenter"})
+    assert (s.multi_node_consolidation_timeout, s.single_node_consolidation_timeout) == want
 
 
 def test_extra_env_comes_after_the_settings() -> None:
@@ -586,6 +621,11 @@ SCHEMA_CASES = [
         sets("settings.batchMaxDuration=10"),
         "at '/settings/batchMaxDuration': got number, want string",
         id="duration-type",
+    ),
+    pytest.param(
+        sets("settings.multiNodeConsolidationTimeout=1min"),
+        "at '/settings/multiNodeConsolidationTimeout': '1min' does not match pattern",
+        id="consolidation-timeout-pattern",
     ),
     pytest.param(
         sets("settings.batchIdleDuration=1sec"),

@@ -10,14 +10,15 @@ written only through its methods:
   (single-node consolidation's simulation result) or clears it (drift may go ahead on a node
   that pods block for the graceful methods);
 * ``eligible``: candidates each method considered (the eligible-nodes gauge);
-* ``timed_out``: methods that hit their time limit, once each;
+* ``timed_out``: methods that hit their time limit, once each, with how many of their
+  candidates they simulated and how many they never reached;
 * budgets per reason, computed once per pass from the pool usage of the snapshot plus the nodes
   earlier commands of the same evaluation took (``Facts.disrupting``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ from karpenter_py.controllers.disruption.budgets import (
     pool_node_counts,
 )
 from karpenter_py.controllers.disruption.candidates import build_candidates
-from karpenter_py.controllers.disruption.types import Candidate, Method, Reason
+from karpenter_py.controllers.disruption.types import Candidate, Method, Reason, Timeout
 from karpenter_py.scheduling.plan import ExistingPlacement
 from karpenter_py.scheduling.simulate import Simulation, Simulator
 
@@ -59,7 +60,7 @@ class PassContext:
         )
         self.usage = pool_node_counts(snap.nodes)
         self._budgets: dict[Reason, dict[str, int]] = {}
-        self.timed_out: list[Method] = []
+        self.timed_out: list[Timeout] = []
         self.eligible: dict[Method, int] = {}
 
     def candidates_for(self, method: Method) -> list[Candidate]:
@@ -94,10 +95,30 @@ class PassContext:
         """``method`` considered ``n`` candidates."""
         self.eligible[method] = n
 
-    def time_out(self, method: Method) -> None:
-        """``method`` hit its time limit (recorded once)."""
-        if method not in self.timed_out:
-            self.timed_out.append(method)
+    def time_out(
+        self,
+        method: Method,
+        *,
+        limit: float,
+        examined: Collection[str],
+        meant: Sequence[Candidate],
+        concerned: Iterable[Candidate],
+    ) -> None:
+        """``method`` hit its time limit of ``limit`` seconds, having simulated the candidates
+        named in ``examined`` out of the ``meant`` ones it set out to try; ``concerned`` are the
+        candidates whose NodePools the cut-off search was about (recorded once per method)."""
+        if any(t.method is method for t in self.timed_out):
+            return
+        left = sum(1 for c in meant if c.name not in examined)
+        self.timed_out.append(
+            Timeout(
+                method=method,
+                limit=limit,
+                examined=len(meant) - left,
+                unexamined=left,
+                nodepools=tuple(sorted({c.pool_name for c in concerned})),
+            )
+        )
 
     # ------------------------------------------------------------------ budgets
     def counts(self, pool: str) -> tuple[int, int]:

@@ -12,7 +12,12 @@ b. budget signals: ``karpenter_nodepools_allowed_disruptions{nodepool,reason}`` 
 c. the decision (``decide.next_command``) on a snapshot, each pool's instance types (the shared
    ``RoundRunner``) and the shared index cache; it runs in a worker thread so watches and the
    Lease keep flowing during a long consolidation search. Nodes left alone get an
-   ``Unconsolidatable`` event with the reason (15 min dedupe). Skipped while the cluster state is
+   ``Unconsolidatable`` event with the reason (15 min dedupe); a method that hit its time limit
+   (``multi_node_timeout``/``single_node_timeout``, the MULTI_NODE_CONSOLIDATION_TIMEOUT and
+   SINGLE_NODE_CONSOLIDATION_TIMEOUT settings) is logged at warning level, counted in
+   ``karpenter_voluntary_disruption_consolidation_timeouts_total``, published as
+   ``ConsolidationTimedOut`` on the NodePools concerned and listed under ``timedOut`` in
+   ``report()`` with how many candidates it left unexamined. Skipped while the cluster state is
    unchanged since the last pass that found nothing, with a forced pass every 5 min;
 d. consolidation and emptiness commands wait 15 s and are re-validated on fresh facts
    (``decide.revalidate``; emptiness may shrink to the still-empty subset); a rejection publishes
@@ -48,19 +53,19 @@ from karpenter_py.controllers.disruption.decide import (
     next_command,
     revalidate,
 )
+from karpenter_py.controllers.disruption.multinode import MULTI_NODE_TIMEOUT
 from karpenter_py.controllers.disruption.queue import (
     OrchestrationQueue,
     Outcome,
     set_disrupted_taint,
     set_disruption_reason,
 )
-from karpenter_py.controllers.disruption.types import Command, Decision, Reason
+from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE_TIMEOUT
+from karpenter_py.controllers.disruption.types import Command, Decision, Reason, Timeout
 from karpenter_py.controllers.runtime import Deps, Watch, wait_synced
-from karpenter_py.kube.events import WARNING, object_ref
+from karpenter_py.kube.events import WARNING
 from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.model.api.nodeclaim import CONDITION_DISRUPTION_REASON
-from karpenter_py.model.api.nodepool import API_VERSION as NODEPOOL_API_VERSION
-from karpenter_py.model.api.nodepool import KIND as NODEPOOL_KIND
 from karpenter_py.model.core import is_disrupted_taint
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.scheduling.inputs import SolveOptions
@@ -95,6 +100,8 @@ class Disruption:
         queue: OrchestrationQueue | None = None,
         offload: bool = True,
         decide: Decide = next_command,
+        multi_node_timeout: float = MULTI_NODE_TIMEOUT,
+        single_node_timeout: float = SINGLE_NODE_TIMEOUT,
     ) -> None:
         self.deps = deps
         self.rounds = rounds
@@ -105,6 +112,8 @@ class Disruption:
         self.recheck_after = recheck_after
         self.offload = offload
         self.decide = decide
+        self.multi_node_timeout = multi_node_timeout
+        self.single_node_timeout = single_node_timeout
         self.queue = (
             queue
             if queue is not None
@@ -161,6 +170,7 @@ class Disruption:
         self.last_decision = decision
         self.last_decided_at = facts.now
         self._observe(decision)
+        self.timeouts(decision, snapshot)
         self.unconsolidatable(decision, snapshot)
         if not decision.commands:
             self._noop_generation = generation
@@ -197,6 +207,8 @@ class Disruption:
             spot_to_spot=self.spot_to_spot,
             queued=self.queue.queued_nodes(),
             indexes=self.rounds.indexes,
+            multi_node_timeout=self.multi_node_timeout,
+            single_node_timeout=self.single_node_timeout,
         )
 
     async def _decide(self, facts: Facts) -> Decision:
@@ -293,9 +305,7 @@ class Disruption:
                     np, reason.value, now, pool_size=size, disrupting=usage[pool].disrupting
                 )
                 self.deps.recorder.record(
-                    object_ref(
-                        NODEPOOL_API_VERSION, NODEPOOL_KIND, pool, uid=np.metadata.uid or None
-                    ),
+                    events.nodepool_ref(np),
                     events.DISRUPTION_BLOCKED,
                     f"No allowed disruptions for disruption reason {reason.value}: {why}",
                     event_type=WARNING,
@@ -307,6 +317,14 @@ class Disruption:
                     self.deps.metrics.nodepools_allowed_disruptions, (pool, reason_value)
                 )
         self._gauge_pools = seen
+
+    def timeouts(self, decision: Decision, snapshot: Snapshot) -> None:
+        """Say when a method hit its time limit: a warning log line and a
+        ``ConsolidationTimedOut`` event on the NodePools concerned (the timeouts metric is
+        counted in ``_observe``)."""
+        for timeout in decision.timed_out:
+            log.warning(timeout.explanation, extra={"timeout": timeout_report(timeout)})
+            events.timed_out(self.deps.recorder, timeout, snapshot.nodepools)
 
     def unconsolidatable(self, decision: Decision, snapshot: Snapshot) -> None:
         """``Unconsolidatable`` with the reason on every managed node left alone (15 min dedupe
@@ -340,9 +358,9 @@ class Disruption:
             eligible[label] = max(eligible.get(label, 0), n)
         for label, n in eligible.items():
             self.deps.metrics.voluntary_disruption_eligible_nodes.labels(reason=label).set(n)
-        for method in decision.timed_out:
+        for timeout in decision.timed_out:
             self.deps.metrics.voluntary_disruption_consolidation_timeouts.labels(
-                consolidation_type=method.consolidation_type
+                consolidation_type=timeout.method.consolidation_type
             ).inc()
 
     # ------------------------------------------------------------------ on demand
@@ -353,11 +371,21 @@ class Disruption:
             "decidedAt": self.last_decided_at.isoformat() if self.last_decided_at else None,
             "commands": [command_report(c) for c in decision.commands] if decision else [],
             "unchanged": dict(sorted(decision.unchanged.items())) if decision else {},
-            "timedOut": [m.name for m in decision.timed_out] if decision else [],
+            "timedOut": [timeout_report(t) for t in decision.timed_out] if decision else [],
             "lastRejection": self.last_rejection,
             "queue": [e.summary() for e in self.queue.entries],
             "recent": [e.summary() for e in list(self.queue.history)[-10:]],
         }
+
+
+def timeout_report(timeout: Timeout) -> dict[str, Any]:
+    return {
+        "method": timeout.method.name,
+        "examined": timeout.examined,
+        "unexamined": timeout.unexamined,
+        "limitSeconds": timeout.limit,
+        "nodepools": list(timeout.nodepools),
+    }
 
 
 def command_report(command: Command) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from karpenter_py.controllers.disruption.drift import DRIFT
 from karpenter_py.controllers.disruption.emptiness import EMPTINESS
 from karpenter_py.controllers.disruption.multinode import MULTI_NODE, MULTI_NODE_TIMEOUT
 from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE, SINGLE_NODE_TIMEOUT
-from karpenter_py.controllers.disruption.types import Command, Decision, Method
+from karpenter_py.controllers.disruption.types import Command, Decision, Method, Timeout
 from karpenter_py.model.core import Node, Pod
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import (
@@ -91,13 +91,16 @@ def evaluate(
     """Every command disruption would take, in order, on the cluster as each leaves it."""
     commands: list[Command] = []
     taken: set[str] = set()
-    timed_out: list[Method] = []
+    timed_out: list[Timeout] = []
     eligible: dict[Method, int] = {}
     current = facts
     unchanged: dict[str, str] = {}
     for step in range(max_commands):
         decision = next_command(current, timer=timer)
-        timed_out.extend(m for m in decision.timed_out if m not in timed_out)
+        # The first pass a method timed out in is the one reported (as for ``eligible``).
+        timed_out.extend(
+            t for t in decision.timed_out if all(t.method is not s.method for s in timed_out)
+        )
         for m, n in decision.eligible.items():
             eligible.setdefault(m, n)
         unchanged = decision.unchanged

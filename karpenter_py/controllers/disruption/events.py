@@ -9,14 +9,18 @@ describe`` shows it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
-from karpenter_py.controllers.disruption.types import Candidate
+from karpenter_py.controllers.disruption.types import Candidate, Timeout
 from karpenter_py.kube.events import NORMAL, WARNING, EventRecorder, EventType, object_ref
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.model.api.nodeclaim import API_VERSION as NODECLAIM_API_VERSION
 from karpenter_py.model.api.nodeclaim import KIND as NODECLAIM_KIND
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodepool import API_VERSION as NODEPOOL_API_VERSION
+from karpenter_py.model.api.nodepool import KIND as NODEPOOL_KIND
+from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.state.statenode import StateNode
 
 DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
@@ -26,10 +30,18 @@ DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 UNCONSOLIDATABLE: Final = "Unconsolidatable"
 CONSOLIDATION_REJECTED: Final = "ConsolidationRejected"
 CONSOLIDATION_CANDIDATE: Final = "ConsolidationCandidate"
+# Ours: upstream only logs a consolidation timeout. Published on the NodePools concerned, like
+# DisruptionBlocked, in upstream's reason style.
+CONSOLIDATION_TIMED_OUT: Final = "ConsolidationTimedOut"
 
 
 def node_ref(name: str, uid: str = "") -> KubeObject:
     return object_ref("v1", "Node", name, uid=uid or None)
+
+
+def nodepool_ref(np: NodePool) -> KubeObject:
+    name = np.metadata.name or ""
+    return object_ref(NODEPOOL_API_VERSION, NODEPOOL_KIND, name, uid=np.metadata.uid or None)
 
 
 def nodeclaim_ref(nc: NodeClaim) -> KubeObject:
@@ -103,3 +115,19 @@ def candidate(
         CONSOLIDATION_CANDIDATE,
         f"Node is a disruption candidate: {explanation}; re-validating in {delay:g}s",
     )
+
+
+def timed_out(recorder: EventRecorder, timeout: Timeout, nodepools: Mapping[str, NodePool]) -> None:
+    """A method hit its time limit: on each NodePool concerned, with how many candidates were
+    left. De-duplicated per pool and method, whatever the counts (the recorder's window)."""
+    for name in timeout.nodepools:
+        np = nodepools.get(name)
+        if np is None:
+            continue
+        recorder.record(
+            nodepool_ref(np),
+            CONSOLIDATION_TIMED_OUT,
+            timeout.explanation,
+            event_type=WARNING,
+            dedupe_values=(timeout.method.name,),
+        )

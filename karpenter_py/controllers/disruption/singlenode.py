@@ -4,7 +4,8 @@ Candidates are tried in consolidation order, round-robin across NodePools (upstr
 one large pool does not starve the others); the first that consolidates is the command. Each
 candidate tried and rejected is told the simulation's reason, which replaces any earlier note.
 Spot-to-spot replacement needs at least ``MIN_SPOT_TO_SPOT_TYPES`` cheaper spot types. The scan
-stops at ``Facts.single_node_timeout``.
+stops at ``Facts.single_node_timeout`` and records the timeout with the candidates it never
+reached (``PassContext.time_out``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,13 @@ class SingleNodeConsolidation(consolidation.Consolidation):
 
     def compute_command(self, ctx: PassContext) -> Command | None:
         started = ctx.timer()
-        for c in _interleave(consolidation.consolidation_candidates(ctx, self)):
-            if ctx.timer() - started > ctx.facts.single_node_timeout:
-                ctx.time_out(self)
+        limit = ctx.facts.single_node_timeout
+        order = _interleave(consolidation.consolidation_candidates(ctx, self))
+        for i, c in enumerate(order):
+            if ctx.timer() - started > limit:
+                # The candidates from here on were never simulated: their pools are concerned.
+                examined = [x.name for x in order[:i]]
+                ctx.time_out(self, limit=limit, examined=examined, meant=order, concerned=order[i:])
                 break
             command, why = consolidation.consolidate(
                 ctx, [c], method=self, single=self.single, max_replacements=1

@@ -146,6 +146,27 @@ class Command:
 
 
 @dataclass(frozen=True, slots=True)
+class Timeout:
+    """A method that hit its time limit and returned the best command found so far: how far it
+    got, so a person can tell a search cut short from one that finished."""
+
+    method: Method
+    limit: float  # seconds (Facts.multi_node_timeout / single_node_timeout)
+    examined: int  # candidates at least one of the method's trials included
+    unexamined: int  # candidates the method meant to try and never reached
+    nodepools: tuple[str, ...]  # sorted pools whose candidates the cut-off search concerned
+
+    @property
+    def explanation(self) -> str:
+        """The one wording of a timeout (event, log line, ``plan --disruption`` warning)."""
+        total = self.examined + self.unexamined
+        return (
+            f"{self.method.name} stopped at its time limit of {self.limit:g}s with "
+            f"{self.unexamined} of {total} candidates unexamined"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """What one evaluation of every method found: the commands to run (at most one acts per
     controller loop; the offline plan shows them all in order) and why each other node stays."""
@@ -154,5 +175,5 @@ class Decision:
     unchanged: dict[str, str] = field(
         default_factory=dict
     )  # node name -> reason a person can act on
-    timed_out: tuple[Method, ...] = ()  # methods that hit their time limit (best found returned)
+    timed_out: tuple[Timeout, ...] = ()  # methods that hit their time limit (best found returned)
     eligible: dict[Method, int] = field(default_factory=dict)  # candidates each method considered

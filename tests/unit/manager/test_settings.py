@@ -53,6 +53,11 @@ def test_defaults_are_upstreams():
     assert (s.instance_types_file_path, s.interruption_queue) == ("", "")
     assert s.cloud_provider == "kwok"
     assert s.kubeconfig == ""
+    # Upstream's fixed consolidation limits: multi-node 1 min, single-node 3 min.
+    assert (s.multi_node_consolidation_timeout, s.single_node_consolidation_timeout) == (
+        60.0,
+        180.0,
+    )
 
 
 def test_settings_are_frozen():
@@ -94,6 +99,17 @@ def test_settings_are_frozen():
             True,
         ),
         ({"KUBECONFIG": "/k/config"}, "kubeconfig", "/k/config"),
+        (
+            {"MULTI_NODE_CONSOLIDATION_TIMEOUT": "5m"},
+            "multi_node_consolidation_timeout",
+            300.0,
+        ),
+        (
+            {"SINGLE_NODE_CONSOLIDATION_TIMEOUT": "1m30s"},
+            "single_node_consolidation_timeout",
+            90.0,
+        ),
+        ({"MULTI_NODE_CONSOLIDATION_TIMEOUT": ""}, "multi_node_consolidation_timeout", 60.0),
         ({"LOG_LEVEL": ""}, "log_level", "info"),  # empty counts as unset
         ({"METRICS_PORT": ""}, "metrics_port", 8080),
     ],
@@ -108,6 +124,15 @@ def test_feature_gates_from_env_keep_unmentioned_defaults():
     assert s.feature_gates.spot_to_spot_consolidation is True
     assert s.feature_gates.reserved_capacity is True  # default kept
     assert parse_feature_gates(DEFAULT_FEATURE_GATES) == FeatureGates()
+
+
+def test_consolidation_timeout_flags_override_env():
+    env = {"MULTI_NODE_CONSOLIDATION_TIMEOUT": "2m", "SINGLE_NODE_CONSOLIDATION_TIMEOUT": "10m"}
+    s = load(["--multi-node-consolidation-timeout=45s"], env)
+    assert (s.multi_node_consolidation_timeout, s.single_node_consolidation_timeout) == (
+        45.0,
+        600.0,
+    )
 
 
 def test_flags_override_env():
@@ -202,6 +227,21 @@ def test_duration_settings_keep_microseconds():
             ["--batch-idle-duration=x"],
             {},
             '--batch-idle-duration="x": not a duration like 1s or 500ms',
+        ),
+        (
+            [],
+            {"MULTI_NODE_CONSOLIDATION_TIMEOUT": "60"},
+            'MULTI_NODE_CONSOLIDATION_TIMEOUT="60": not a duration like 1s or 500ms',
+        ),
+        (
+            [],
+            {"SINGLE_NODE_CONSOLIDATION_TIMEOUT": "0s"},
+            'SINGLE_NODE_CONSOLIDATION_TIMEOUT="0s": must be greater than 0',
+        ),
+        (
+            ["--single-node-consolidation-timeout=-3m"],
+            {},
+            '--single-node-consolidation-timeout="-3m": must be greater than 0',
         ),
         ([], {"KUBE_CLIENT_QPS": "fast"}, 'KUBE_CLIENT_QPS="fast": not an integer'),
         ([], {"KUBE_CLIENT_QPS": "0"}, 'KUBE_CLIENT_QPS="0": must be greater than 0'),
@@ -311,6 +351,11 @@ def test_help_lists_every_flag_and_variable():
         assert option.flag in info.value.text
         assert option.env in info.value.text
     assert "'10s'" in info.value.text
+    assert (
+        "--multi-node-consolidation-timeout / MULTI_NODE_CONSOLIDATION_TIMEOUT (default '1m')"
+        in (info.value.text)
+    )
+    assert "SINGLE_NODE_CONSOLIDATION_TIMEOUT (default '3m')" in info.value.text
 
 
 def test_model_guards_direct_construction():

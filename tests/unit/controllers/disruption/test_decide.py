@@ -54,22 +54,27 @@ def build(
     conditions: list[dict[str, Any]] | None = None,
     pod_annotations: dict[str, dict[str, str]] | None = None,
     tgp: str | None = None,
+    pool: str = "default",
+    into: Cluster | None = None,
 ) -> Cluster:
-    """Nodes of pool "default" as (name, instance type, [pod cpu requests])."""
-    c = Cluster()
+    """Nodes of ``pool`` as (name, instance type, [pod cpu requests]), in a new cluster or
+    added to ``into``."""
+    c = into if into is not None else Cluster()
     c.upsert_nodepool(
         nodepool(
+            pool,
             requirements=requirements if requirements is not None else [*LINUX, *OD],
             disruption=disruption or {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]},
         )
     )
     c.upsert_nodeclass(KWOK_NODECLASS_KEY, True)
     for name, it, cpus in nodes:
-        labels = node_labels("default", it, capacity_type=capacity_type)
+        labels = node_labels(pool, it, capacity_type=capacity_type)
         c.upsert_node(node(name, labels=labels, allocatable=C4_ALLOC))
         c.upsert_nodeclaim(
             nodeclaim(
                 f"nc-{name}",
+                pool=pool,
                 node_name=name,
                 conditions=conditions or CONSOLIDATABLE,
                 termination_grace_period=tgp,
@@ -90,7 +95,9 @@ def build(
 
 
 def facts(c: Cluster, **kw: Any) -> Facts:
-    return Facts(snapshot=c.snapshot(NOW), instance_types={"default": TYPES}, now=NOW, **kw)
+    """The cluster's facts at NOW, every pool offering the kwok catalog."""
+    snap = c.snapshot(NOW)
+    return Facts(snapshot=snap, instance_types=dict.fromkeys(snap.nodepools, TYPES), now=NOW, **kw)
 
 
 def shape(cmd: Command) -> tuple[str, list[str], list[str], float]:

@@ -1,16 +1,23 @@
-"""The disruption controller's pass: hygiene, budget signals, Unconsolidatable events, the
-nothing-changed skip, validation and the hand-off to the queue (decisions injected)."""
+"""The disruption controller's pass: hygiene, budget signals, Unconsolidatable and timeout
+events, the nothing-changed skip, validation and the hand-off to the queue (decisions injected)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+import pytest
+
+from karpenter_py.aio.clock import FakeClock
+from karpenter_py.controllers.disruption import events
 from karpenter_py.controllers.disruption.controller import Disruption
 from karpenter_py.controllers.disruption.decide import Facts
 from karpenter_py.controllers.disruption.drift import DRIFT
+from karpenter_py.controllers.disruption.multinode import MULTI_NODE
 from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE
-from karpenter_py.controllers.disruption.types import Decision
+from karpenter_py.controllers.disruption.types import Decision, Timeout
+from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.resources import NODECLAIMS
 from tests import factories
 from tests.unit.controllers.disruption_queue.support import (
@@ -18,6 +25,7 @@ from tests.unit.controllers.disruption_queue.support import (
     OTHER_TAINT,
     World,
 )
+from tests.unit.fakes import FakeKube
 
 REASON_CONDITION = "DisruptionReason"
 STRAY_CONDITION = {
@@ -198,3 +206,76 @@ async def test_a_command_that_fails_to_start_waits_for_the_next_period() -> None
         assert [e.outcome.value for e in w.queue.history] == ["ReplacementCreateFailed"]
         assert w.api.taints("n1") == [OTHER_TAINT]
         runner.cancel()
+
+
+# Two methods cut short: multi-node after 60 of its 100 candidates, single-node with candidates
+# of a pool that no longer exists left over (no event for it).
+TIMEOUTS = (
+    Timeout(MULTI_NODE, 60.0, 60, 40, ("default",)),
+    Timeout(SINGLE_NODE, 180.0, 12, 88, ("default", "gone")),
+)
+
+
+async def test_a_timeout_is_reported_counted_published_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    decide = FakeDecide(Decision(timed_out=TIMEOUTS))
+    d = controller(w, decide, multi_node_timeout=30.0, single_node_timeout=90.0)
+
+    with caplog.at_level(logging.WARNING, logger="karpenter.disruption"):
+        assert await d.reconcile() is False
+
+    # The controller's limits (the settings) reach the decision.
+    assert (decide.facts[0].multi_node_timeout, decide.facts[0].single_node_timeout) == (30, 90)
+    assert d.report()["timedOut"] == [
+        {
+            "method": "multi-node-consolidation",
+            "examined": 60,
+            "unexamined": 40,
+            "limitSeconds": 60.0,
+            "nodepools": ["default"],
+        },
+        {
+            "method": "single-node-consolidation",
+            "examined": 12,
+            "unexamined": 88,
+            "limitSeconds": 180.0,
+            "nodepools": ["default", "gone"],
+        },
+    ]
+    timeouts = "karpenter_voluntary_disruption_consolidation_timeouts_total"
+    assert w.metric(timeouts, consolidation_type="multi") == 1.0
+    assert w.metric(timeouts, consolidation_type="single") == 1.0
+    multi = "multi-node-consolidation stopped at its time limit of 60s with 40 of 100 candidates "
+    single = "single-node-consolidation stopped at its time limit of 180s with 88 of 100 "
+    assert [e for e in w.recorder.recorded if e[2] == "ConsolidationTimedOut"] == [
+        ("NodePool", "default", "ConsolidationTimedOut", multi + "unexamined"),
+        ("NodePool", "default", "ConsolidationTimedOut", single + "candidates unexamined"),
+    ]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [(r.getMessage(), r.__dict__["timeout"]) for r in warnings] == [
+        (multi + "unexamined", d.report()["timedOut"][0]),
+        (single + "candidates unexamined", d.report()["timedOut"][1]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("second", "published"),
+    [
+        # The same method again on the same pool within the window: one event, whatever the
+        # counts (they change every pass).
+        (Timeout(MULTI_NODE, 60.0, 70, 30, ("default",)), 1),
+        # Another method is another event.
+        (Timeout(SINGLE_NODE, 180.0, 5, 95, ("default",)), 2),
+    ],
+)
+def test_timeout_events_are_deduplicated_per_pool_and_method(
+    second: Timeout, published: int
+) -> None:
+    recorder = EventRecorder(FakeKube(), clock=FakeClock())
+    pools = {"default": factories.nodepool("default")}
+    events.timed_out(recorder, TIMEOUTS[0], pools)
+    events.timed_out(recorder, second, pools)
+    assert (recorder.suppressed, recorder.pending) == (2 - published, published)
