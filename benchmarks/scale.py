@@ -875,7 +875,7 @@ async def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
             decision = app.disruption.decide(facts)
             out["disruption_pass_seconds"] = round(time.process_time() - started, 2)
         out["saving_hourly"], out["disruption_command"] = _saving(decision)
-        out["disruption_timed_out"] = [m.name for m in decision.timed_out]
+        out["disruption_timed_out"] = [t.explanation for t in decision.timed_out]
         print(
             f"disruption: {out['disruption_pass_seconds']} s, {out['disruption_command']}",
             file=sys.stderr,
