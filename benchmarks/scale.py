@@ -847,9 +847,8 @@ async def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     async with asyncio.TaskGroup() as tg:
         started = time.process_time()
         with profile.stage("ingest"):
-            tasks = [tg.create_task(r.run()) for r in reflectors]
-            for r in reflectors:
-                await r.wait_synced()
+            informers = tg.create_task(app.run_informers(reflectors))
+            await app.informers_synced.wait()
         out["ingest_seconds"] = round(time.process_time() - started, 2)
         if not app.cluster.synced():
             raise RuntimeError(f"not synced: {app.cluster.unsynced()}")
@@ -908,6 +907,7 @@ async def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         out["provision_solve_seconds"] = round(decided.solve_seconds, 2)
         out["provision_nodeclaims"] = len(plan.new_node_claims)
         out["provision_on_existing"] = sum(len(p.pods) for p in plan.existing)
+        out["provision_on_new"] = sum(len(nc.pods) for nc in plan.new_node_claims)
         out["provision_unschedulable"] = len(plan.errors)
         print(
             f"provisioning round: {out['provision_round_seconds']} s "
@@ -934,8 +934,7 @@ async def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
                 await feed(feeds, "pods", [as_event(added, "DELETED")])
         out["warm_round_ms"] = round(statistics.median(warm) * 1000, 2)
         print(f"warm round: {out['warm_round_ms']} ms", file=sys.stderr)
-        for task in tasks:
-            task.cancel()
+        informers.cancel()
     await client.close()
     return out
 
