@@ -146,11 +146,10 @@ def pod_block(pods: Candidate | Iterable[Pod], snapshot: Snapshot) -> str | None
     for pod in pod_list:
         if _is_active(pod) and pod.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
             return f'pod {pod.key} has annotation {ANNOTATION_DO_NOT_DISRUPT}: "true"'
-    pdbs = [snapshot.pdbs[k] for k in sorted(snapshot.pdbs)]
     for pod in pod_list:
         if not _is_active(pod) or pod.is_mirror_pod():
             continue
-        covering = [pdb for pdb in pdbs if pdb.covers(pod)]
+        covering = [pdb for pdb in snapshot.pdbs_in(pod.namespace) if pdb.covers(pod)]
         if len(covering) > 1:
             keys = ", ".join(pdb.key for pdb in covering)
             return (

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from karpenter_py.state.cluster import Cluster
-from tests.factories import node, pod
+from tests.factories import node, pdb, pod
 
 NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
 
@@ -69,3 +69,15 @@ def test_a_nodes_pods_are_the_same_tuple_until_one_of_them_changes() -> None:
     cluster.delete_pod("default/c")
     assert keys(cluster.snapshot(NOW).pods_by_node["n2"]) == ["default/a"]
     assert cluster.snapshot(NOW).pods_by_node["n1"] is third["n1"]
+
+
+def test_a_snapshot_groups_pdbs_by_namespace_in_key_order() -> None:
+    cluster = Cluster()
+    for name, ns in (("b", "shop"), ("a", "shop"), ("c", "db")):
+        cluster.upsert_pdb(pdb(name, {"app": name}, namespace=ns))
+    snap = cluster.snapshot(NOW)
+    assert [p.key for p in snap.pdbs_in("shop")] == ["shop/a", "shop/b"]
+    assert [p.key for p in snap.pdbs_in("db")] == ["db/c"]
+    assert snap.pdbs_in("other") == ()
+    # What-if copies keep the grouping.
+    assert [p.key for p in snap.without(["n1"]).pdbs_in("shop")] == ["shop/a", "shop/b"]
