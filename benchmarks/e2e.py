@@ -50,10 +50,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -67,7 +68,8 @@ from karpenter_py.cli.plan import solve_input as plan_solve_input
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.config import load_config
-from karpenter_py.kube.errors import AlreadyExistsError
+from karpenter_py.kube.errors import AlreadyExistsError, KubeError
+from karpenter_py.kube.objects import resource_version_of
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
 from karpenter_py.manager.app import kwok_instance_types
 from karpenter_py.model.instancetype import InstanceType
@@ -158,7 +160,28 @@ def aws_nodepool() -> dict[str, Any]:
     }
 
 
-def deployment(name: str, replicas: int, cpu: str, memory: str) -> dict[str, Any]:
+def deployment(
+    name: str, replicas: int, cpu: str, memory: str, *, spread: bool = False
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "app",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+    }
+    if spread:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": LABEL_TOPOLOGY_ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": name}},
+            }
+        ]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -166,21 +189,69 @@ def deployment(name: str, replicas: int, cpu: str, memory: str) -> dict[str, Any
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                        }
-                    ],
-                },
-            },
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
         },
     }
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One Deployment of a workload: its pods' requests, its share of the pods (``weight``) and
+    whether its pods spread over zones (maxSkew 1, DoNotSchedule)."""
+
+    name: str
+    cpu: str
+    memory: str
+    weight: int
+    spread: bool = False
+
+
+# Upstream's Basic case: two Deployments of equal size.
+BASIC = (Shape("small", "900m", "3100Mi", 1), Shape("large", "3500m", "28Gi", 1))
+# ``--pods N``: a realistic mix, many small services and a few big ones, a third of them spread
+# over zones. The weights sum to 100, so at 10,000 pods every count and its 70 % are whole.
+MIXED = (
+    Shape("web-a", "100m", "128Mi", 10, spread=True),
+    Shape("web-b", "100m", "256Mi", 10),
+    Shape("api-a", "250m", "512Mi", 10, spread=True),
+    Shape("api-b", "250m", "1Gi", 8),
+    Shape("worker-a", "500m", "1Gi", 8),
+    Shape("worker-b", "500m", "2Gi", 8, spread=True),
+    Shape("svc-a", "1", "2Gi", 8),
+    Shape("svc-b", "1", "4Gi", 6, spread=True),
+    Shape("batch-a", "1500m", "3Gi", 6),
+    Shape("batch-b", "2", "4Gi", 6),
+    Shape("cache-a", "2", "8Gi", 5, spread=True),
+    Shape("cache-b", "2500m", "6Gi", 4),
+    Shape("db-a", "3", "12Gi", 4),
+    Shape("db-b", "3500m", "8Gi", 3, spread=True),
+    Shape("ml-a", "4", "16Gi", 2),
+    Shape("ml-b", "4", "8Gi", 2),
+)
+Workload = tuple[tuple[Shape, int], ...]  # each Deployment with its replicas
+
+
+def apportion(total: int, weights: Sequence[int]) -> list[int]:
+    """``total`` split in proportion to ``weights``, largest remainders first (the parts sum to
+    ``total`` exactly; ties go to the earlier weight)."""
+    whole = sum(weights)
+    parts = [total * w // whole for w in weights]
+    by_remainder = sorted(range(len(weights)), key=lambda i: -(total * weights[i] % whole))
+    for i in by_remainder[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def workload(shapes: Sequence[Shape], total: int) -> Workload:
+    return tuple(zip(shapes, apportion(total, [s.weight for s in shapes]), strict=True))
+
+
+def deployments(load: Workload) -> list[dict[str, Any]]:
+    return [deployment(s.name, n, s.cpu, s.memory, spread=s.spread) for s, n in load]
+
+
+def pods_of(load: Workload) -> int:
+    return sum(n for _, n in load)
 
 
 class ProcSampler:
@@ -240,38 +311,204 @@ async def setup(client: KubeClient) -> None:
     await client.create(NODEPOOLS, nodepool())
 
 
+# ----------------------------------------------------------------------------- watches
+class Tracker(Protocol):
+    def replace(self, objs: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def apply(self, kind: str, obj: Mapping[str, Any]) -> None: ...
+
+
+def _api_time(text: object) -> datetime | None:
+    return datetime.fromisoformat(text) if isinstance(text, str) and text else None
+
+
+def _unschedulable_since(pod: Mapping[str, Any]) -> datetime | None:
+    """When the kube-scheduler marked the pod unschedulable (PodScheduled=False/Unschedulable);
+    None unless that is its condition now."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if (
+            c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+        ):
+            return _api_time(c.get("lastTransitionTime"))
+    return None
+
+
+class PodWatch:
+    """The benchmark's pods as a watch delivers them. A poll would list 10,000 pods (about
+    50 MB of JSON) every half second on a machine the controller shares; the watch reads each
+    change once. Keeps which pods exist (not deleting) and run, the latest moment the
+    kube-scheduler marked each pod Unschedulable (a bound pod's condition no longer says when,
+    so it must be caught while pending), and when this process first saw each pod and its
+    binding (the control plane's own creation and binding rates)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.live: set[str] = set()
+        self.running: set[str] = set()
+        self.unschedulable_at: dict[str, datetime] = {}
+        self.seen_at: dict[str, float] = {}
+        self.bound_at: dict[str, float] = {}
+
+    def replace(self, objs: Sequence[Mapping[str, Any]]) -> None:
+        self.live.clear()
+        self.running.clear()
+        for obj in objs:
+            self.apply("ADDED", obj)
+
+    def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        now = self.clock()
+        self.seen_at.setdefault(name, now)
+        if (obj.get("spec") or {}).get("nodeName"):
+            self.bound_at.setdefault(name, now)
+        since = _unschedulable_since(obj)
+        if since is not None:
+            self.unschedulable_at[name] = max(since, self.unschedulable_at.get(name, since))
+        if kind == "DELETED" or meta.get("deletionTimestamp"):
+            self.live.discard(name)
+            self.running.discard(name)
+            return
+        self.live.add(name)
+        if (obj.get("status") or {}).get("phase") == "Running":
+            self.running.add(name)
+        else:
+            self.running.discard(name)
+
+    def last_unschedulable(self) -> datetime | None:
+        return max(self.unschedulable_at.values(), default=None)
+
+
+class ClaimWatch:
+    """The NodeClaims as a watch delivers them: each one's creationTimestamp, and the count
+    after every change (``counts``: (clock, count))."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.created: dict[str, datetime | None] = {}
+        self.counts: list[tuple[float, int]] = []
+
+    def replace(self, objs: Sequence[Mapping[str, Any]]) -> None:
+        self.created.clear()
+        for obj in objs:
+            self.apply("ADDED", obj)
+
+    def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        if kind == "DELETED":
+            self.created.pop(name, None)
+        else:
+            self.created[name] = _api_time(meta.get("creationTimestamp"))
+        if not self.counts or self.counts[-1][1] != len(self.created):
+            self.counts.append((self.clock(), len(self.created)))
+
+    def last_created(self) -> datetime | None:
+        return max((t for t in self.created.values() if t is not None), default=None)
+
+
+async def follow(
+    client: KubeClient, resource: Resource, tracker: Tracker, *, namespace: str | None = None
+) -> None:
+    """List then watch ``resource`` into ``tracker`` until cancelled; relist after any break."""
+    while True:
+        try:
+            listed = await client.list(resource, namespace=namespace)
+            tracker.replace(listed.items)
+            rv = listed.resource_version
+            while True:  # the server ends each watch at timeoutSeconds: resume from rv
+                async with client.watch(
+                    resource, namespace=namespace, resource_version=rv, timeout_seconds=240
+                ) as stream:
+                    async for event in stream:
+                        rv = resource_version_of(event.object) or rv
+                        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+                            tracker.apply(event.type, event.object)
+        except KubeError as e:
+            print(f"[watch] {resource.qualified}: {e}; relisting", file=sys.stderr, flush=True)
+            await asyncio.sleep(0.5)
+
+
+def seconds_between(earlier: datetime | None, later: datetime | None) -> float | None:
+    return None if earlier is None or later is None else (later - earlier).total_seconds()
+
+
+def rate(times: Sequence[float]) -> float | None:
+    """Events per second between the first and the last of ``times``."""
+    if len(times) < 2 or max(times) == min(times):
+        return None
+    return round((len(times) - 1) / (max(times) - min(times)), 1)
+
+
+def control_plane_rates(pods: PodWatch, since: float) -> dict[str, Any]:
+    """How fast the local control plane itself went: the controller-manager creating the pods
+    (first seen by this watch) and the kube-scheduler binding them."""
+    seen = [t for t in pods.seen_at.values() if t >= since]
+    bound = [t for t in pods.bound_at.values() if t >= since]
+    return {
+        "seconds_to_pods_created": round(max(seen) - since, 1) if seen else None,
+        "pods_created_per_second": rate(seen),
+        "seconds_to_pods_bound": round(max(bound) - since, 1) if bound else None,
+        "binds_per_second": rate(bound),
+    }
+
+
 async def measure(
-    client: KubeClient, sampler: ProcSampler, total: int, replicas: int, limit: float
+    client: KubeClient,
+    sampler: ProcSampler,
+    load: Workload,
+    pods: PodWatch,
+    claims: ClaimWatch,
+    limit: float,
 ) -> dict[str, Any]:
+    total = pods_of(load)
     start = time.monotonic()
-    await client.create(DEPLOYMENTS, deployment("small", replicas, "900m", "3100Mi"))
-    await client.create(DEPLOYMENTS, deployment("large", replicas, "3500m", "28Gi"))
-    counts: list[tuple[float, int]] = []
+    for obj in deployments(load):
+        await client.create(DEPLOYMENTS, obj)
     running_at = None
+    shown = 0.0
     while time.monotonic() - start < limit:
         sampler.sample()
-        ncs = (await client.list(NODECLAIMS)).items
-        counts.append((time.monotonic() - start, len(ncs)))
-        pods = (await client.list(PODS, namespace="default")).items
-        running = sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
-        if running >= total:
-            running_at = time.monotonic() - start
+        now = time.monotonic() - start
+        if now - shown >= 10:
+            shown = now
+            print(
+                f"[scale-out] t={now:6.1f}s pods={len(pods.live)} bound={len(pods.bound_at)} "
+                f"running={len(pods.running)}/{total} nodeclaims={len(claims.created)} "
+                f"rss={sampler.rss[-1] if sampler.rss else 0:.0f}MB",
+                file=sys.stderr,
+                flush=True,
+            )
+        if len(pods.running) >= total:
+            running_at = now
             break
         await asyncio.sleep(0.5)
-    final = counts[-1][1] if counts else 0
+    counts = [(t - start, n) for t, n in claims.counts if t >= start]
+    final = len(claims.created)
     to_nodeclaims = next((t for t, n in counts if n == final), None)
     # The first round's NodeClaims: the controller's own share (batch window + solve + writes).
     first_round = next((t for t, n in counts if n > 0), None)
     nodes = (await client.list(NODES, label_selector="karpenter.sh/nodepool")).items
+    last_unschedulable = pods.last_unschedulable()
+    last_claim = claims.last_created()
+    after = seconds_between(last_unschedulable, last_claim)
     return {
         "pods": total,
+        "deployments": len(load),
         "seconds_to_running": None if running_at is None else round(running_at, 2),
         "seconds_to_nodeclaims": None if to_nodeclaims is None else round(to_nodeclaims, 2),
         "seconds_to_first_nodeclaims": None if first_round is None else round(first_round, 2),
+        # API timestamps (whole seconds): the last Unschedulable mark to the last NodeClaim.
+        "seconds_nodeclaims_after_last_unschedulable": after,
+        "last_unschedulable_at": None if last_unschedulable is None else str(last_unschedulable),
+        "last_nodeclaim_created_at": None if last_claim is None else str(last_claim),
         "nodeclaims": final,
         "nodes": len(nodes),
         "rss_p95_mb": round(sampler.p95_rss(), 1),
         "cpu_avg_cores": round(sampler.avg_cores(0, float("inf")), 3),
+        "control_plane": control_plane_rates(pods, start),
     }
 
 
@@ -281,7 +518,6 @@ KWOKNODECLASS = {
     "kind": "KWOKNodeClass",
     "metadata": {"name": "default"},
 }
-DEPLOYMENTS_SHAPES = (("small", "900m", "3100Mi"), ("large", "3500m", "28Gi"))
 PriceKey = tuple[str, str, str]  # instance type, zone, capacity type
 
 
@@ -290,14 +526,10 @@ def controller_catalog() -> list[InstanceType]:
     return kwok_instance_types(os.environ.get("INSTANCE_TYPES_FILE_PATH", ""))
 
 
-def plan_price(replicas: int, catalog: Sequence[InstanceType]) -> tuple[float, int]:
-    """What ``karpenter-py plan`` prices a fresh cluster for the Deployments at ``replicas``
-    each, on the benchmark's NodePool: (hourly cost, NodeClaims)."""
-    docs = [
-        nodepool(),
-        KWOKNODECLASS,
-        *(deployment(name, replicas, cpu, mem) for name, cpu, mem in DEPLOYMENTS_SHAPES),
-    ]
+def plan_price(load: Workload, catalog: Sequence[InstanceType]) -> tuple[float, int]:
+    """What ``karpenter-py plan`` prices a fresh cluster for the Deployments of ``load``, on
+    the benchmark's NodePool: (hourly cost, NodeClaims)."""
+    docs = [nodepool(), KWOKNODECLASS, *deployments(load)]
     with tempfile.TemporaryDirectory(prefix="karpy-plan-") as tmp:
         path = Path(tmp) / "cluster.yaml"
         path.write_text(yaml.safe_dump_all(docs))
@@ -385,13 +617,6 @@ async def cluster_cost(client: KubeClient, prices: Mapping[PriceKey, float]) -> 
     }
 
 
-async def _running(client: KubeClient) -> tuple[int, int]:
-    pods = (await client.list(PODS, namespace="default")).items
-    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    running = sum(1 for p in live if (p.get("status") or {}).get("phase") == "Running")
-    return running, len(live)
-
-
 async def _sample_forever(sampler: ProcSampler, every: float = 0.5) -> None:
     while True:
         sampler.sample()
@@ -401,7 +626,8 @@ async def _sample_forever(sampler: ProcSampler, every: float = 0.5) -> None:
 async def scale_in(
     client: KubeClient,
     pid: int,
-    replicas: int,
+    load: Workload,
+    pods: PodWatch,
     *,
     limit: float,
     every: float,
@@ -409,16 +635,16 @@ async def scale_in(
 ) -> dict[str, Any]:
     catalog = controller_catalog()
     prices = price_table(catalog)
-    target, target_claims = plan_price(replicas, catalog)
-    total = replicas * len(DEPLOYMENTS_SHAPES)
+    target, target_claims = plan_price(load, catalog)
+    total = pods_of(load)
     before = await cluster_cost(client, prices)
     sampler = ProcSampler(pid)
     sampling = asyncio.create_task(_sample_forever(sampler))
     start = time.monotonic()
     try:
-        for name, _, _ in DEPLOYMENTS_SHAPES:
+        for shape, replicas in load:
             await client.patch(
-                DEPLOYMENTS, name, {"spec": {"replicas": replicas}}, namespace="default"
+                DEPLOYMENTS, shape.name, {"spec": {"replicas": replicas}}, namespace="default"
             )
         series: list[list[float]] = []
         consolidated_at: float | None = None
@@ -427,7 +653,7 @@ async def scale_in(
         while True:
             now = time.monotonic() - start
             cost = await cluster_cost(client, prices)
-            running, live = await _running(client)
+            running, live = len(pods.running), len(pods.live)
             series.append([round(now, 1), round(cost["hourly"], 4)])
             print(
                 f"[scale-in] t={now:6.1f}s ${cost['hourly']:.3f}/h (plan ${target:.3f}/h) "
@@ -517,6 +743,26 @@ async def wait_nodeclass_ready(
     raise RuntimeError(f"EC2NodeClass {name} not Ready after {limit} s: {nc.get('status')}")
 
 
+def scale_out_load(args: argparse.Namespace) -> Workload:
+    """``--pods N``: the mixed Deployments; otherwise upstream's Basic two."""
+    if args.pods is None:
+        return workload(BASIC, 2 * args.pods_per_deployment)
+    return workload(MIXED, args.pods)
+
+
+def scaled(load: Workload, fraction: float) -> Workload:
+    """Every Deployment of ``load`` scaled to ``fraction`` of its replicas (rounded so the
+    total is ``fraction`` of the total)."""
+    counts = apportion(round(pods_of(load) * fraction), [n for _, n in load])
+    return tuple((shape, n) for (shape, _), n in zip(load, counts, strict=True))
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.cloud_provider == "aws":
         async with aws_world() as world:
@@ -553,13 +799,14 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
                 await world.load_types(client)
                 await stack.enter_async_context(running_kubelet(world.kubelet(client)))
             await asyncio.sleep(2.0)  # informers list and sync
-            result = await measure(
-                client,
-                sampler,
-                2 * args.pods_per_deployment,
-                args.pods_per_deployment,
-                args.timeout,
-            )
+            load = scale_out_load(args)
+            pods, claims = PodWatch(), ClaimWatch()
+            for task in (
+                follow(client, PODS, pods, namespace="default"),
+                follow(client, NODECLAIMS, claims),
+            ):
+                stack.push_async_callback(_cancel, asyncio.create_task(task))
+            result = await measure(client, sampler, load, pods, claims, args.timeout)
             if args.scale_in:
                 if result["seconds_to_running"] is None:
                     raise RuntimeError(f"scale-out did not finish: {result}")
@@ -567,7 +814,8 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
                 result = await scale_in(
                     client,
                     proc.pid,
-                    args.scale_in_pods_per_deployment,
+                    scaled(load, args.scale_in_fraction),
+                    pods,
                     limit=args.scale_in_limit,
                     every=args.scale_in_every,
                 )
@@ -588,7 +836,14 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pods-per-deployment", type=int, default=500)
+    parser.add_argument(
+        "--pods",
+        type=int,
+        help=f"total pods over {len(MIXED)} mixed Deployments (default: upstream's Basic two)",
+    )
+    parser.add_argument(
+        "--pods-per-deployment", type=int, default=500, help="Basic case (without --pods)"
+    )
     parser.add_argument("--cloud-provider", choices=("kwok", "aws"), default="kwok")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--out", type=Path)
@@ -600,7 +855,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="after the scale-out, scale in and time consolidation",
     )
-    parser.add_argument("--scale-in-pods-per-deployment", type=int, default=350)
+    parser.add_argument(
+        "--scale-in-fraction",
+        type=float,
+        default=0.7,
+        help="scale each Deployment to this share of its replicas",
+    )
     parser.add_argument(
         "--scale-in-limit", type=float, default=300.0, help="give up consolidating after this"
     )
@@ -608,8 +868,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.scale_in and args.cloud_provider == "aws":
         parser.error("--scale-in runs on the kwok provider only")
-    if args.scale_in and args.scale_in_pods_per_deployment > args.pods_per_deployment:
-        parser.error("--scale-in-pods-per-deployment must not exceed --pods-per-deployment")
+    if not 0 < args.scale_in_fraction <= 1:
+        parser.error("--scale-in-fraction must be in (0, 1]")
     result = asyncio.run(run(args))
     print(json.dumps(result, indent=2))
     if args.out:
