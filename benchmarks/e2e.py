@@ -776,7 +776,14 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
     cluster = LocalCluster(
         state_dir=state,
         controller_manager_args=[*fast, "--concurrent-replicaset-syncs=10"],
-        scheduler_args=fast,
+        # /metrics open: the scheduler's attempt counters and queue sizes show whether it is
+        # the bottleneck (scheduler_schedule_attempts_total, scheduler_pending_pods).
+        # /metrics open: scheduler_pending_pods and the client's request latencies show when
+        # the control plane, not the controller, is what a run waits for.
+        scheduler_args=[
+            *fast,
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        ],
     )
     cluster.start()
     proc = None
