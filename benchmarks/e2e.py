@@ -10,13 +10,24 @@ NodePool like upstream's perf pool (linux, on-demand, under 32 vCPU, kwok catalo
   claims when the kube-scheduler binds pods differently from the plan);
 * ``seconds_to_running``: until every pod is Running (adds ReplicaSet pod creation, kwok nodes,
   kube-scheduler binding, kwok pod status);
-* ``rss_p95_mb`` / ``cpu_avg_cores``: the controller process, sampled from /proc every 0.5 s.
+* ``seconds_nodeclaims_after_last_unschedulable``: from the last moment the kube-scheduler marked
+  a pod unschedulable (the latest PodScheduled=False/Unschedulable lastTransitionTime over all
+  pods, caught by a watch while each pod was pending) to the creationTimestamp of the last
+  NodeClaim (API timestamps, whole seconds): how long the controller trails the scheduler;
+* ``rss_p95_mb`` / ``cpu_avg_cores``: the controller process, sampled from /proc every 0.5 s;
+* ``control_plane``: when the pods were all created (kube-controller-manager) and bound
+  (kube-scheduler), and at what rate, as this process's pod watch saw them.
 
     python benchmarks/e2e.py --out benchmarks/results/e2e.json [--pods-per-deployment 500]
 
-``--scale-in``: upstream's Basic scale-in. After the scale-out above (every pod Running), both
-Deployments go down to ``--scale-in-pods-per-deployment`` (default 350: 700 pods in all), and every
-few seconds the cluster's hourly cost is summed: each Node of the NodePool priced at its
+``--pods N``: N pods over 16 Deployments of 0.1-4 CPU / 128 Mi-16 Gi (``MIXED``), six of them
+spread over zones (maxSkew 1, DoNotSchedule), instead of the Basic two.
+
+    python benchmarks/e2e.py --pods 10000 --timeout 2700 --out benchmarks/results/e2e-10000.json
+
+``--scale-in``: upstream's Basic scale-in. After the scale-out above (every pod Running), every
+Deployment goes down to ``--scale-in-fraction`` of its replicas (default 0.7: 700 of the Basic
+1,000 pods, 7,000 of ``--pods 10000``), and every few seconds the cluster's hourly cost is summed: each Node of the NodePool priced at its
 instance type, zone and capacity type (the labels the kwok provider gives it) in the catalog the
 controller uses (``INSTANCE_TYPES_FILE_PATH`` or the built-in kwok one), plus each NodeClaim
 without a Node yet (its own labels, else the cheapest offering its requirements allow). The
