@@ -15,6 +15,7 @@ from benchmarks.e2e import (
     PodWatch,
     Shape,
     apportion,
+    first_n,
     pods_of,
     scaled,
     seconds_between,
@@ -120,3 +121,17 @@ def test_claim_watch_counts_and_the_last_creation() -> None:
     assert watch.last_created() == at("2026-01-01T00:00:09Z")
     assert seconds_between(at("2026-01-01T00:00:05Z"), watch.last_created()) == 4.0
     assert seconds_between(None, watch.last_created()) is None
+
+
+@pytest.mark.parametrize(
+    ("times", "n", "since", "expected"),
+    [
+        ([12.0, 11.0, 14.0, 30.0], 3, 10.0, (4.0, 0.8)),  # the late fourth is not counted
+        ([5.0, 11.0, 12.0], 2, 10.0, (2.0, 1.0)),  # before ``since``: another phase
+        ([11.0], 2, 10.0, (None, None)),
+    ],
+)
+def test_first_n_times_and_rate(
+    times: list[float], n: int, since: float, expected: tuple[float | None, float | None]
+) -> None:
+    assert first_n(times, n, since) == expected
