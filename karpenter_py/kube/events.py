@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Final, Literal, Protocol
 
 from karpenter_py.aio.clock import Clock
@@ -91,7 +91,10 @@ class EventRecorder:
         self._window = dedupe_window
         self._pending: deque[KubeObject] = deque()
         self._max_pending = max_pending
-        self._seen: dict[DedupeKey, float] = {}  # key -> monotonic time last published
+        # key -> monotonic time last published, oldest first: pruning stops at the first key
+        # still inside the window, so it costs what it drops, not what it keeps (a whole-dict
+        # sweep on every record was O(n^2) when 10,000 pods were nominated within the window).
+        self._seen: OrderedDict[DedupeKey, float] = OrderedDict()
         self._wake: asyncio.Event | None = None
         self.published = 0
         self.suppressed = 0
@@ -127,6 +130,7 @@ class EventRecorder:
                 self.suppressed += 1
                 return
             self._seen[key] = now
+            self._seen.move_to_end(key)
             if len(self._seen) > 4 * self._max_pending:
                 self._prune(now)
         event = new_event(
@@ -145,8 +149,17 @@ class EventRecorder:
         if self._wake is not None:
             self._wake.set()
 
+    @property
+    def remembered(self) -> int:
+        """How many (object, reason, message) keys de-duplication remembers now."""
+        return len(self._seen)
+
     def _prune(self, now: float) -> None:
-        self._seen = {k: t for k, t in self._seen.items() if now - t < self._window}
+        while self._seen:
+            key, published = next(iter(self._seen.items()))
+            if now - published < self._window:
+                return
+            del self._seen[key]
 
     async def run(self) -> None:
         """Publish queued events until cancelled (pending ones are dropped then)."""

@@ -78,3 +78,24 @@ def test_queue_is_bounded() -> None:
     for i in range(5):
         rec.record(NODE, "R", f"m{i}")
     assert (rec.pending, rec.dropped) == (3, 2)
+
+
+def test_dedupe_memory_forgets_expired_keys_oldest_first() -> None:
+    """Past 4 x max_pending keys, keys older than the window are forgotten; a key published
+    again counts from its new time (it must not pin the older ones behind it)."""
+    clock = FakeClock()
+    rec = EventRecorder(fake_writer(), clock=clock, dedupe_window=10, max_pending=1)
+    for message in ("a", "b", "c"):
+        rec.record(NODE, "R", message)  # t=0
+    clock.step(6)
+    rec.record(NODE, "R", "d")
+    rec.record(NODE, "R", "e")  # t=6: 5 keys, none expired
+    assert rec.remembered == 5
+    clock.step(4)
+    rec.record(NODE, "R", "a")  # t=10: a is published again; b and c are forgotten
+    assert rec.remembered == 3
+    clock.step(2)
+    rec.record(NODE, "R", "a")  # t=12: within a's new window
+    rec.record(NODE, "R", "b")  # t=12: forgotten, so published
+    queued = rec.pending + rec.dropped  # the queue holds one (max_pending=1)
+    assert (queued, rec.suppressed, rec.remembered) == (7, 1, 4)
