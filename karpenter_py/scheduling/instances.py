@@ -307,9 +307,11 @@ class IndexCache:
     holds strong references to what it was keyed on, so identity cannot be recycled. It is a
     plain memo (no I/O); its entries are never mutated in a way a solve could observe."""
 
-    def __init__(self, size: int = 4096, tables: int = 64) -> None:
+    def __init__(self, size: int = 4096, tables: int = 256) -> None:
         # A PoolIndex is small (its table is shared): room for upstream's 500-NodePool suite
-        # several times over, so no round rebuilds a pool's index for want of space.
+        # several times over, so no round rebuilds a pool's index for want of space. A table
+        # dropped from its LRU takes the pools' indexes over it along (stale templates must not
+        # keep tables alive).
         self.size = size
         self.tables = tables
         self._tables: OrderedDict[
@@ -397,7 +399,11 @@ class IndexCache:
         )
         self._tables.pop(key, None)
         self._tables[key] = (instance_types, tuple(daemonsets), table)
-        _evict(self._tables, self.tables)
+        dropped = [held[2] for held in _evict(self._tables, self.tables)]
+        if dropped:
+            stale = [k for k, e in self._entries.items() if any(e[2].table is t for t in dropped)]
+            for k in stale:
+                self._entries.pop(k, None)
         return table
 
 
@@ -405,12 +411,15 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def _evict(entries: OrderedDict[_K, _V], size: int) -> None:
+def _evict(entries: OrderedDict[_K, _V], size: int) -> list[_V]:
+    """Drop the least recently used entries beyond ``size``; returns what was dropped."""
+    dropped = []
     while len(entries) > size:
         try:
-            entries.popitem(last=False)
+            dropped.append(entries.popitem(last=False)[1])
         except KeyError:  # emptied by another thread meanwhile
             break
+    return dropped
 
 
 TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"

@@ -223,3 +223,13 @@ def test_a_solve_over_shared_tables_decides_as_over_pools_alone() -> None:
         "zone-a",
     ]
     assert _decisions(POOLS, IndexCache()) == alone
+
+
+def test_a_table_dropped_from_the_cache_takes_its_pools_along() -> None:
+    spot = pool("spot", requirements=[Sel(CAPACITY_TYPE, "In", ("spot",))])
+    on_demand = pool("on-demand", requirements=[Sel(CAPACITY_TYPE, "In", ("on-demand",))])
+    cache = IndexCache(tables=1)
+    first = cache.get(spot, TYPES, ())
+    cache.get(on_demand, TYPES, ())  # its table pushes the spot pool's out
+    again = cache.get(spot, TYPES, ())
+    assert (again is first, cache.misses, cache.hits) == (False, 3, 0)
