@@ -13,7 +13,7 @@ so the order of a pool's types, and with it every choice the solver makes, is un
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_py.model.core import HostPort, Pod, Taint
@@ -246,7 +246,7 @@ class TypeTable:
         self.daemon_groups: list[tuple[dict[str, int], int]] = list(groups.values())
 
     def _build_fit_index(self) -> None:
-        """Per resource: types sorted by what is left after daemonsets, with suffix masks."""
+        """Per resource: what types have left after daemonsets, with suffix masks."""
         names: set[str] = set()
         for it in self.types:
             names.update(it.allocatable)
@@ -257,12 +257,7 @@ class TypeTable:
         self.fit_values: dict[str, list[int]] = {}
         self.fit_suffix: dict[str, list[int]] = {}
         for name in names:
-            pairs = sorted((self.effective[i][name], i) for i in range(len(self.types)))
-            order = [i for _, i in pairs]
-            values = [v for v, _ in pairs]
-            suffix = [0] * (len(order) + 1)
-            for pos in range(len(order) - 1, -1, -1):
-                suffix[pos] = suffix[pos + 1] | (1 << order[pos])
+            values, suffix = _suffix_index(e[name] for e in self.effective)
             self.fit_values[name] = values
             self.fit_suffix[name] = suffix
 
@@ -356,11 +351,7 @@ class TypeTable:
         """The largest capacity of ``name`` among the types in ``mask``."""
         index = self._capacity_index.get(name)
         if index is None:
-            values = sorted((it.capacity.get(name, 0), i) for i, it in enumerate(self.types))
-            suffix = [0] * (len(values) + 1)
-            for pos in range(len(values) - 1, -1, -1):
-                suffix[pos] = suffix[pos + 1] | (1 << values[pos][1])
-            index = ([v for v, _ in values], suffix)
+            index = _suffix_index(it.capacity.get(name, 0) for it in self.types)
             self._capacity_index[name] = index
         return max_in(index[0], index[1], mask)
 
@@ -383,6 +374,20 @@ def offer_key(reqs: Mapping[str, Req], offering_keys: Sequence[str]) -> tuple[Re
 # pick offerings, and per DaemonSet whether the pool's taints let it run, with the pool's
 # requirements on the keys its node selectors read.
 TableKey = tuple[Requirements, tuple[bool, ...], Requirements]
+
+
+def _suffix_index(amounts: Iterable[int]) -> tuple[list[int], list[int]]:
+    """The distinct ``amounts`` (one per type, by type number) ascending, and for each position
+    the mask of the types with at least that amount (one past the end: none). One mask per
+    distinct amount, not per type: 1,340 types have a few dozen distinct CPU sizes."""
+    by_amount: dict[int, int] = {}
+    for i, amount in enumerate(amounts):
+        by_amount[amount] = by_amount.get(amount, 0) | (1 << i)
+    values = sorted(by_amount)
+    suffix = [0] * (len(values) + 1)
+    for pos in range(len(values) - 1, -1, -1):
+        suffix[pos] = suffix[pos + 1] | by_amount[values[pos]]
+    return values, suffix
 
 
 def _with_values(per_value: Mapping[str, int], req: Req) -> int:
