@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -28,17 +28,11 @@ from karpenter_py.scheduling.typetable import (
     OfferingClass,
     TableKey,
     TypeTable,
+    iter_bits,
     max_in,
     table_key,
     usable,
 )
-
-
-def iter_bits(mask: int) -> Iterator[int]:
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 def lowest_bit(mask: int) -> int:
@@ -106,9 +100,6 @@ class PoolIndex:
         # The packing step's memo of each resource's cheapest rate (price per unit left).
         self.rate_cache: dict[str, float] = {}
         self._rejected: dict[str, str] | None = None
-        self._port_masks: list[tuple[HostPort, int]] | None = None
-        self._label_values: dict[str, list[str]] = {}
-        self._label_keys: list[str] | None = None
 
     # ------------------------------------------------------------------ the pool's part
     @property
@@ -126,33 +117,16 @@ class PoolIndex:
     def daemon_port_masks(self) -> list[tuple[HostPort, int]]:
         """Each daemonset host port with the pool's types whose nodes would run it, in the
         order the pool's types (cheapest first) first carry them."""
-        if self._port_masks is None:
-            port_masks: dict[HostPort, int] = {}
-            for i in iter_bits(self.all):
-                for port in self.daemon_ports[i]:
-                    port_masks[port] = port_masks.get(port, 0) | (1 << i)
-            self._port_masks = list(port_masks.items())
-        return self._port_masks
+        return self.table.port_masks(self.all)
 
     def label_values(self, key: str) -> list[str]:
         """The values of label ``key`` the pool's types offer, in the order the pool's types
         (cheapest first) first offer them."""
-        held = self._label_values.get(key)
-        if held is None:
-            values: dict[str, None] = {}
-            for i in iter_bits(self.all & self.table.defined.get(key, 0)):
-                values.update(dict.fromkeys(self.type_reqs[i][key].values))
-            held = self._label_values[key] = list(values)
-        return held
+        return self.table.label_values(self.all, key)
 
     def label_keys(self) -> list[str]:
         """The label keys the pool's types define, in the order the pool's types first do."""
-        if self._label_keys is None:
-            keys: dict[str, None] = {}
-            for i in iter_bits(self.all):
-                keys.update(dict.fromkeys(self.type_reqs[i]))
-            self._label_keys = list(keys)
-        return self._label_keys
+        return self.table.label_keys(self.all)
 
     # ------------------------------------------------------------------ queries
     def fit_mask(self, requests: Mapping[str, int]) -> int:

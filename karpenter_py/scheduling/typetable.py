@@ -13,7 +13,7 @@ so the order of a pool's types, and with it every choice the solver makes, is un
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpenter_py.model.core import HostPort, Pod, Taint
@@ -34,6 +34,13 @@ from karpenter_py.scheduling.requirements import (
 from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, untolerated
 
 _NEGATIVE = frozenset({"NotIn", "DoesNotExist"})
+
+
+def iter_bits(mask: int) -> Iterator[int]:
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +169,11 @@ class TypeTable:
             tuple[Req | None, ...], tuple[tuple[float, str, int, Offering], ...]
         ] = {}
         self._filter_cache: dict[Requirements, int] = {}
+        # Per pool mask (pools with equal masks share them): what ``label_values``,
+        # ``label_keys`` and ``port_masks`` worked out.
+        self._label_values: dict[tuple[int, str], list[str]] = {}
+        self._label_keys: dict[int, list[str]] = {}
+        self._port_masks: dict[int, list[tuple[HostPort, int]]] = {}
         # The packing step's memo of undominated types per (offerings, types, resources) key:
         # the key holds the mask of types, so pools sharing the table share it.
         self.frontier_cache: dict[tuple[object, ...], tuple[tuple[float, int], ...]] = {}
@@ -280,6 +292,39 @@ class TypeTable:
             mask &= allowed
         self._filter_cache[requirements] = mask
         return mask
+
+    def label_values(self, mask: int, key: str) -> list[str]:
+        """The values of label ``key`` the types in ``mask`` offer, in the order the types
+        (cheapest first) first offer them."""
+        held = self._label_values.get((mask, key))
+        if held is None:
+            values: dict[str, None] = {}
+            for i in iter_bits(mask & self.defined.get(key, 0)):
+                values.update(dict.fromkeys(self.type_reqs[i][key].values))
+            held = self._label_values[(mask, key)] = list(values)
+        return held
+
+    def label_keys(self, mask: int) -> list[str]:
+        """The label keys the types in ``mask`` define, in the order the types first do."""
+        held = self._label_keys.get(mask)
+        if held is None:
+            keys: dict[str, None] = {}
+            for i in iter_bits(mask):
+                keys.update(dict.fromkeys(self.type_reqs[i]))
+            held = self._label_keys[mask] = list(keys)
+        return held
+
+    def port_masks(self, mask: int) -> list[tuple[HostPort, int]]:
+        """Each daemonset host port with the types in ``mask`` whose nodes would run it, in
+        the order the types (cheapest first) first carry them."""
+        held = self._port_masks.get(mask)
+        if held is None:
+            by_port: dict[HostPort, int] = {}
+            for i in iter_bits(mask):
+                for port in self.daemon_ports[i]:
+                    by_port[port] = by_port.get(port, 0) | (1 << i)
+            held = self._port_masks[mask] = list(by_port.items())
+        return held
 
     def req_mask(self, req: Req) -> int:
         """Types whose labels intersect ``req`` (types without the label are not constrained by it)."""

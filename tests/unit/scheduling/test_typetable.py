@@ -12,9 +12,10 @@ from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.model.core import Pod
 from karpenter_py.model.core import SelectorRequirement as Sel
 from karpenter_py.scheduling.inputs import PoolTemplate, SolveInput
-from karpenter_py.scheduling.instances import IndexCache, PoolIndex, iter_bits
+from karpenter_py.scheduling.instances import IndexCache, PoolIndex
 from karpenter_py.scheduling.requirements import Req
 from karpenter_py.scheduling.scheduler import solve
+from karpenter_py.scheduling.typetable import iter_bits
 from tests.unit.scheduling._helpers import (
     ARCH,
     CAPACITY_TYPE,
