@@ -4,7 +4,9 @@ Types are numbered in order of their cheapest available offering, and every ques
 asks ("which types allow zone a?", "which types still fit 3.5 cpu and 9Gi?", "which have an
 available spot offering in zone b?") is answered as a Python int bitmask over those numbers. A
 candidate NodeClaim then narrows its options with a few big-int ANDs instead of a loop over
-hundreds of types, and the cheapest remaining option is the lowest set bit.
+hundreds of types, and the cheapest remaining option is the lowest set bit. The numbered types and
+their masks live in a ``typetable.TypeTable`` that NodePools over one catalog share (see
+``IndexCache``); a pool's index is its mask of the table's types.
 """
 
 from __future__ import annotations
