@@ -18,8 +18,8 @@ from karpenter_py.model.core import SelectorRequirement
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE
 from karpenter_py.model.quantity import fits, parse_resources
-from karpenter_py.scheduling.instances import type_requirements
 from karpenter_py.scheduling.requirements import Requirements, intersects
+from karpenter_py.scheduling.typetable import type_requirements
 
 # (instance type, zone, capacity type) -> recently failed with insufficient capacity
 Unavailable = Callable[[str, str, str], bool]

@@ -32,7 +32,7 @@ def diagnose(
 
 
 def _static_reason(st: PodState, idx: PoolIndex, remaining: Resources | None) -> str | None:
-    if not idx.types:
+    if not idx.all:
         if not idx.rejected:
             return "has no usable instance types (none were given for it)"
         common = Counter(idx.rejected.values()).most_common(1)[0][0]

@@ -19,9 +19,9 @@ from karpenter_py.scheduling.inputs import (
     SolveOptions,
     pool_template,
 )
-from karpenter_py.scheduling.instances import daemon_requirement_terms
 from karpenter_py.scheduling.requirements import Requirements, compatible
 from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, untolerated
+from karpenter_py.scheduling.typetable import daemon_requirement_terms
 from karpenter_py.scheduling.volumes import volume_inputs
 from karpenter_py.state.snapshot import Snapshot
 from karpenter_py.state.statenode import StateNode

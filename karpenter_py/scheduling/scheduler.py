@@ -365,7 +365,7 @@ class _Solver:
             if not mask:
                 reasons.append(
                     f'nodepool "{name}": no instance types left within its limits'
-                    if idx.types
+                    if idx.all
                     else ""
                 )
                 continue
@@ -517,7 +517,7 @@ class _Universe(Mapping[str, Mapping[str, Sequence[DomainSource]]]):
         for idx in self._indexes:
             source = DomainSource(idx.requirements, idx.taints)
             req = idx.requirements.get(key)
-            for value in idx.value_masks.get(key, ()):
+            for value in idx.label_values(key):
                 if req is None or req.has(value):
                     values.setdefault(value, []).append(source)
             if req is not None and not req.complement:
@@ -535,7 +535,7 @@ class _Universe(Mapping[str, Mapping[str, Sequence[DomainSource]]]):
         if self._keys is None:
             keys: dict[str, None] = {}
             for idx in self._indexes:
-                keys.update(dict.fromkeys(idx.value_masks))
+                keys.update(dict.fromkeys(idx.label_keys()))
                 keys.update(dict.fromkeys(idx.requirements))
             for slot in self._slots:
                 keys.update(dict.fromkeys(slot.requirements))

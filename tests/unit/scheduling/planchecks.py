@@ -394,7 +394,7 @@ class _Zones:
 
 def _zones(inp: SolveInput, plan: Plan, indexes: Mapping[str, PoolIndex]) -> _Zones:
     labelled = {ex.node.name: ex.node.labels.get(LABEL_TOPOLOGY_ZONE) for ex in inp.existing}
-    offered = {z for idx in indexes.values() for z in idx.value_masks.get(LABEL_TOPOLOGY_ZONE, {})}
+    offered = {z for idx in indexes.values() for z in idx.label_values(LABEL_TOPOLOGY_ZONE)}
     offered.update(z for z in labelled.values() if z is not None)
     zone_of: dict[int, frozenset[str]] = {}
     placed: list[Pod] = []
