@@ -13,6 +13,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import Offering
@@ -97,6 +98,7 @@ class _Solver:
         )
         self.slot_parts = cache.existing_parts if cache is not None else existing_slot_parts
         self.slots, placed = self._existing_slots(inp.existing)
+        self.slot_blocks = SlotBlocks(self.slots)
         self.topology = Topology(
             universe=self._universe(),
             placed=(),
@@ -330,10 +332,11 @@ class _Solver:
         requests = st.pod.requests
         pre = self.topology.prefilter(st.index, st.pod, st.strict_requirements)
         check = bool(pre.hostnames or pre.domains)
-        for slot in self.slots:
+        for i, slot in self.slot_blocks.candidates(requests):
             if check and pre.rules_out(slot.name, slot.requirements):
                 continue
             if slot.has_room(requests) and slot.try_add(st, self.topology, sig, volumes) is None:
+                self.slot_blocks.update(i)
                 return None
         for count in sorted(self.buckets):
             for claim in self.buckets[count]:
@@ -639,3 +642,47 @@ def unsupported_reason(pod: Pod) -> str | None:
     if pod.resource_claims:
         return "pod has DRA resource claims, which are ignored (IGNORE_DRA_REQUESTS=true)"
     return None
+
+
+class SlotBlocks:
+    """The existing slots in fixed blocks, each knowing the most CPU and memory any of its
+    slots has left, so a pod skips every block that cannot hold it. In a full cluster of
+    5,000 nodes a pod would otherwise check every node before a new NodeClaim. Slot order (first
+    fit) is kept; a block is re-measured when one of its slots takes a pod."""
+
+    SIZE: Final = 32
+
+    def __init__(self, slots: Sequence[ExistingSlot]) -> None:
+        self.slots = slots
+        self.cpu: list[int] = []
+        self.memory: list[int] = []
+        for start in range(0, len(slots), self.SIZE):
+            cpu, memory = self._measure(start)
+            self.cpu.append(cpu)
+            self.memory.append(memory)
+
+    def _measure(self, start: int) -> tuple[int, int]:
+        block = self.slots[start : start + self.SIZE]
+        return (
+            max(s.remaining.get(RESOURCE_CPU, 0) for s in block),
+            max(s.remaining.get(RESOURCE_MEMORY, 0) for s in block),
+        )
+
+    def update(self, i: int) -> None:
+        b = i // self.SIZE
+        self.cpu[b], self.memory[b] = self._measure(b * self.SIZE)
+
+    def candidates(self, requests: Mapping[str, int]) -> Iterator[tuple[int, ExistingSlot]]:
+        """(index, slot) of every slot in a block that might hold ``requests``, in order. A
+        block is skipped only when each of its slots fails ``has_room`` on CPU or memory."""
+        cpu = requests.get(RESOURCE_CPU)
+        memory = requests.get(RESOURCE_MEMORY)
+        slots = self.slots
+        for b in range(len(self.cpu)):
+            if (cpu is not None and self.cpu[b] < cpu) or (
+                memory is not None and self.memory[b] < memory
+            ):
+                continue
+            start = b * self.SIZE
+            for i in range(start, min(start + self.SIZE, len(slots))):
+                yield i, slots[i]
