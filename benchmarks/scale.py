@@ -84,6 +84,7 @@ from karpenter_py.kube.client import KubeClient  # noqa: E402
 from karpenter_py.kube.config import KubeConfig  # noqa: E402
 from karpenter_py.kube.objects import Page, WatchEvent  # noqa: E402
 from karpenter_py.kube.resources import Resource  # noqa: E402
+from karpenter_py.launcher import round as round_module  # noqa: E402
 from karpenter_py.manager.adapters import KubeNodeAPI  # noqa: E402
 from karpenter_py.manager.app import App  # noqa: E402
 from karpenter_py.manager.settings import Settings  # noqa: E402
@@ -799,12 +800,15 @@ class Profiled:
         if self.wanted != name:
             yield
             return
+        # cProfile sees one thread: solve on the event loop's, not in the round's worker.
+        threshold, round_module.THREAD_THRESHOLD = round_module.THREAD_THRESHOLD, 10**9
         profiler = cProfile.Profile(time.process_time)
         profiler.enable()
         try:
             yield
         finally:
             profiler.disable()
+            round_module.THREAD_THRESHOLD = threshold
             stats = pstats.Stats(profiler, stream=sys.stderr)
             stats.sort_stats("tottime").print_stats(25)
             stats.sort_stats("cumulative").print_stats(25)

@@ -99,6 +99,10 @@ class _Solver:
         self.slot_parts = cache.existing_parts if cache is not None else existing_slot_parts
         self.slots, placed = self._existing_slots(inp.existing)
         self.slot_blocks = SlotBlocks(self.slots)
+        # signature -> the first existing slot a pod of that signature may still fit. Slots
+        # only fill up during a solve, so a slot that refused a pod refuses every later pod of
+        # its signature, unless topology (which changes as pods land) has a say.
+        self.resume: dict[tuple[object, ...], int] = {}
         self.topology = Topology(
             universe=self._universe(),
             placed=(),
@@ -332,12 +336,18 @@ class _Solver:
         requests = st.pod.requests
         pre = self.topology.prefilter(st.index, st.pod, st.strict_requirements)
         check = bool(pre.hostnames or pre.domains)
-        for i, slot in self.slot_blocks.candidates(requests):
+        monotone = not self.topology.constrains(st.index, st.pod)
+        start = self.resume.get(sig, 0) if monotone else 0
+        for i, slot in self.slot_blocks.candidates(requests, start):
             if check and pre.rules_out(slot.name, slot.requirements):
                 continue
             if slot.has_room(requests) and slot.try_add(st, self.topology, sig, volumes) is None:
                 self.slot_blocks.update(i)
+                if monotone:
+                    self.resume[sig] = i
                 return None
+        if monotone:
+            self.resume[sig] = len(self.slots)
         for count in sorted(self.buckets):
             for claim in self.buckets[count]:
                 if check and pre.rules_out(claim.hostname, claim.requirements):
@@ -672,17 +682,20 @@ class SlotBlocks:
         b = i // self.SIZE
         self.cpu[b], self.memory[b] = self._measure(b * self.SIZE)
 
-    def candidates(self, requests: Mapping[str, int]) -> Iterator[tuple[int, ExistingSlot]]:
-        """(index, slot) of every slot in a block that might hold ``requests``, in order. A
-        block is skipped only when each of its slots fails ``has_room`` on CPU or memory."""
+    def candidates(
+        self, requests: Mapping[str, int], start: int = 0
+    ) -> Iterator[tuple[int, ExistingSlot]]:
+        """(index, slot) of every slot from ``start`` on, in a block that might hold
+        ``requests``, in order. A block is skipped only when each of its slots fails
+        ``has_room`` on CPU or memory."""
         cpu = requests.get(RESOURCE_CPU)
         memory = requests.get(RESOURCE_MEMORY)
         slots = self.slots
-        for b in range(len(self.cpu)):
+        for b in range(start // self.SIZE, len(self.cpu)):
             if (cpu is not None and self.cpu[b] < cpu) or (
                 memory is not None and self.memory[b] < memory
             ):
                 continue
-            start = b * self.SIZE
-            for i in range(start, min(start + self.SIZE, len(slots))):
+            first = max(start, b * self.SIZE)
+            for i in range(first, min((b + 1) * self.SIZE, len(slots))):
                 yield i, slots[i]

@@ -554,6 +554,11 @@ class Topology:
                 domains.append((group.key, allowed))
         return Prefilter(tuple(hostnames), tuple(domains))
 
+    def constrains(self, index: int, pod: Pod) -> bool:
+        """Whether any group has a say in where the pod goes (its own, or an existing pod's
+        required anti-affinity that selects it)."""
+        return bool(self.owned.get(index)) or bool(self._selecting_groups(pod)[1])
+
     def _groups_for(self, index: int, pod: Pod) -> list[tuple[TopologyGroup, bool]]:
         out = [(g, True) for g in self.owned.get(index, ())]
         out.extend((g, False) for g in self._selecting_groups(pod)[1])

@@ -60,3 +60,17 @@ def test_a_block_is_remeasured_when_a_slot_takes_a_pod() -> None:
     index.update(5)
     assert [i for i, _ in index.candidates({"cpu": 1000})] == list(range(32, 64))
     assert (index.cpu, index.memory) == ([500, 4000], [GI // 2, 8 * GI])
+
+
+@pytest.mark.parametrize(
+    ("start", "seen"),
+    [
+        (0, [*range(32), *range(32, 64)]),
+        (5, [*range(5, 32), *range(32, 64)]),
+        (40, [*range(40, 64)]),
+        (64, []),
+    ],
+)
+def test_a_scan_resumes_where_a_signature_left_off(start: int, seen: list[int]) -> None:
+    index = SlotBlocks(slots(ROOMS))
+    assert [i for i, _ in index.candidates({"cpu": 100}, start)] == seen
