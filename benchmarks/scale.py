@@ -61,7 +61,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -871,46 +871,8 @@ async def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         out["event_us"] = round(seconds / len(updates) * 1e6, 1)
         print(f"pod event: {out['event_us']} us", file=sys.stderr)
 
-        snapshot = app.cluster.snapshot(clock.now())
-        facts = await app.disruption.facts(snapshot)
-        out["disruption_candidates"] = sum(1 for n in snapshot.nodes if n.nodeclaim is not None)
-        # Each pool's instance-type index, as a running controller's provisioning rounds have
-        # already built it (the disruption pass shares the round runner's cache).
-        started = time.process_time()
-        sim = Simulator(
-            snapshot,
-            instance_types=facts.instance_types,
-            options=facts.options,
-            indexes=facts.indexes,
-        )
-        sim.run([])
-        out["index_build_seconds"] = round(time.process_time() - started, 2)
-        del sim
-        gc.collect()
-        with profile.stage("disruption"):
-            started = time.process_time()
-            decision = app.disruption.decide(facts)
-            out["disruption_pass_seconds"] = round(time.process_time() - started, 2)
-        out["saving_hourly"], out["disruption_command"] = _saving(decision)
-        out["disruption_timed_out"] = [t.explanation for t in decision.timed_out]
-        print(
-            f"disruption: {out['disruption_pass_seconds']} s, {out['disruption_command']}",
-            file=sys.stderr,
-        )
-        if not args.skip_upstream:
-            started = time.process_time()
-            upstream = next_command(dataclass_replace(facts, search="upstream"))
-            out["disruption_pass_upstream_style_seconds"] = round(time.process_time() - started, 2)
-            out["saving_upstream_style_hourly"], out["upstream_style_command"] = _saving(upstream)
-            print(
-                f"upstream-style: {out['disruption_pass_upstream_style_seconds']} s, "
-                f"{out['upstream_style_command']}",
-                file=sys.stderr,
-            )
-        out["cluster_hourly"] = round(
-            sum(hourly_price(n, facts.instance_types) for n in snapshot.nodes), 2
-        )
-        del snapshot, facts
+        if not args.skip_disruption:
+            await disruption_pass(app, clock, args, profile, out)
 
         pending = (root / "events" / "pending.jsonl").read_bytes().splitlines()
         out["pending_pods"] = len(pending)
@@ -957,10 +919,49 @@ async def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def dataclass_replace(obj: Any, **changes: Any) -> Any:
-    from dataclasses import replace
-
-    return replace(obj, **changes)
+async def disruption_pass(
+    app: App, clock: FakeClock, args: argparse.Namespace, profile: Profiled, out: dict[str, Any]
+) -> None:
+    """The disruption stage: index build, our pass, and upstream-style beside it."""
+    snapshot = app.cluster.snapshot(clock.now())
+    facts = await app.disruption.facts(snapshot)
+    out["disruption_candidates"] = sum(1 for n in snapshot.nodes if n.nodeclaim is not None)
+    # Each pool's instance-type index, as a running controller's provisioning rounds have
+    # already built it (the disruption pass shares the round runner's cache).
+    started = time.process_time()
+    sim = Simulator(
+        snapshot,
+        instance_types=facts.instance_types,
+        options=facts.options,
+        indexes=facts.indexes,
+    )
+    sim.run([])
+    out["index_build_seconds"] = round(time.process_time() - started, 2)
+    del sim
+    gc.collect()
+    with profile.stage("disruption"):
+        started = time.process_time()
+        decision = app.disruption.decide(facts)
+        out["disruption_pass_seconds"] = round(time.process_time() - started, 2)
+    out["saving_hourly"], out["disruption_command"] = _saving(decision)
+    out["disruption_timed_out"] = [t.explanation for t in decision.timed_out]
+    print(
+        f"disruption: {out['disruption_pass_seconds']} s, {out['disruption_command']}",
+        file=sys.stderr,
+    )
+    if not args.skip_upstream:
+        started = time.process_time()
+        upstream = next_command(replace(facts, search="upstream"))
+        out["disruption_pass_upstream_style_seconds"] = round(time.process_time() - started, 2)
+        out["saving_upstream_style_hourly"], out["upstream_style_command"] = _saving(upstream)
+        print(
+            f"upstream-style: {out['disruption_pass_upstream_style_seconds']} s, "
+            f"{out['upstream_style_command']}",
+            file=sys.stderr,
+        )
+    out["cluster_hourly"] = round(
+        sum(hourly_price(n, facts.instance_types) for n in snapshot.nodes), 2
+    )
 
 
 TARGETS: dict[str, tuple[str, float]] = {
@@ -996,6 +997,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--warm-rounds", type=int, default=20)
     parser.add_argument("--skip-upstream", action="store_true")
+    parser.add_argument("--skip-disruption", action="store_true")
     parser.add_argument("--profile", choices=("ingest", "event", "disruption", "provision", "warm"))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--world", type=Path, help=argparse.SUPPRESS)  # internal: generate only

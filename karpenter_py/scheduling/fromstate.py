@@ -105,7 +105,8 @@ class _Derived:
 
 
 def _same(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    # The cluster hands back a node's very tuple while none of its pods changed.
+    return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True)))
 
 
 class ExistingMemo:
@@ -129,8 +130,8 @@ class ExistingMemo:
             sn.nodeclaim,
             sn.marked_for_deletion,
             dict(sn.reserved),
-            tuple(pods),
-            tuple(daemonsets),
+            pods if isinstance(pods, tuple) else tuple(pods),
+            daemonsets if isinstance(daemonsets, tuple) else tuple(daemonsets),
             existing,
         )
         return existing

@@ -52,6 +52,7 @@ class Cluster:
         # of its pods changed.
         self._pending: dict[str, Pod] = {}
         self._pods_on: dict[str, tuple[Pod, ...]] = {}
+        self._daemonset_tuple: tuple[Pod, ...] | None = None  # until a DaemonSet changes
         self._synced: set[str] = set()
         self._deleting: set[str] = set()  # NodeClaim names marked for deletion
         self._nominated: dict[str, datetime] = {}  # node or NodeClaim name -> until
@@ -142,10 +143,12 @@ class Cluster:
 
     def upsert_daemonset(self, key: str, template: Pod) -> None:
         self.daemonsets[key] = template
+        self._daemonset_tuple = None
         self.generation += 1
 
     def delete_daemonset(self, key: str) -> None:
         self.daemonsets.pop(key, None)
+        self._daemonset_tuple = None
         self.generation += 1
 
     def upsert_nodeclass(self, key: NodeClassKey, ready: bool) -> None:
@@ -264,6 +267,12 @@ class Cluster:
             reserved=self._reserved.get(nc_name, {}) if node is None else {},
         )
 
+    def _daemonsets(self) -> tuple[Pod, ...]:
+        """The DaemonSet templates (the same tuple while none changes)."""
+        if self._daemonset_tuple is None:
+            self._daemonset_tuple = tuple(self.daemonsets.values())
+        return self._daemonset_tuple
+
     def nodeclaim_for_provider_id(self, provider_id: str) -> NodeClaim | None:
         name = self._claim_by_pid.get(provider_id) if provider_id else None
         return self.nodeclaims.get(name) if name is not None else None
@@ -294,7 +303,7 @@ class Cluster:
             pending=pending,
             reschedulable=reschedulable,
             nodepools=dict(self.nodepools),
-            daemonsets=tuple(self.daemonsets.values()),
+            daemonsets=self._daemonsets(),
             namespace_labels={k: dict(v) for k, v in self.namespace_labels.items()},
             nodeclasses=dict(self.nodeclasses),
             storage=StorageObjects(
