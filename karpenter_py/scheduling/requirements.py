@@ -9,12 +9,14 @@ pkg/scheduling/requirement(s).go, including which undefined keys are tolerated.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Final
+from typing import Final, TypeVar, overload
 
 from karpenter_py.model.core import SelectorRequirement
 from karpenter_py.model.labels import WELL_KNOWN_LABELS
 
 _HUGE: Final = 1 << 62
+
+_T = TypeVar("_T")
 
 
 def _int_or_none(value: str) -> int | None:
@@ -272,6 +274,20 @@ class Requirements(Mapping[str, Req]):
 
     def __getitem__(self, key: str) -> Req:
         return self._reqs[key]
+
+    @overload
+    def get(self, key: str, /) -> Req | None: ...
+
+    @overload
+    def get(self, key: str, /, default: Req | _T) -> Req | _T: ...
+
+    def get(self, key: str, /, default: object = None) -> object:
+        # The dict's own get: Mapping's goes through __getitem__ and a KeyError, and a large
+        # solve asks millions of times (the topology prefilter, once per pod per node).
+        return self._reqs.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._reqs
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._reqs)

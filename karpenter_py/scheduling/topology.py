@@ -341,6 +341,9 @@ class Topology:
         # a group's selector requires it, so a new group counts only the pods it could select
         # instead of every placed pod (``existing`` nodes keep their own such index).
         self._by_label: dict[str, dict[str, list[Placed]]] = {}
+        # label key -> value -> the ``existing`` nodes' lists of pods with it: merged once per
+        # key and solve, so each new group reads only its value's lists, not every node.
+        self._existing_by_label: dict[str, dict[str, list[list[Placed]]]] = {}
         self._seed_inverse_from_placed()
 
     # ------------------------------------------------------------------ group registry
@@ -389,11 +392,22 @@ class Topology:
                 yield from group.pods
             yield from self.placed
             return
-        indexes = [g.by_label(key) for g in self.existing]
-        indexes.append(self._label_index(key))
+        existing = self._existing_label_index(key)
+        loose = self._label_index(key)
         for value in values:
-            for index in indexes:
-                yield from index.get(value, ())
+            for pods in existing.get(value, ()):
+                yield from pods
+            yield from loose.get(value, ())
+
+    def _existing_label_index(self, key: str) -> dict[str, list[list[Placed]]]:
+        merged = self._existing_by_label.get(key)
+        if merged is None:
+            merged = {}
+            for group in self.existing:
+                for value, pods in group.by_label(key).items():
+                    merged.setdefault(value, []).append(pods)
+            self._existing_by_label[key] = merged
+        return merged
 
     def _label_index(self, key: str) -> dict[str, list[Placed]]:
         index = self._by_label.get(key)
