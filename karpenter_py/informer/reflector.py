@@ -255,17 +255,15 @@ class Reflector:
         rv = resource_version_of(obj)
         if event.type == BOOKMARK:
             self._bookmarks += 1
-        elif event.type in (ADDED, MODIFIED):
+        elif self._transform is not None:
+            obj = self._transform(obj)
+        if event.type in (ADDED, MODIFIED):
             self._events += 1
-            if self._transform is not None:
-                obj = self._transform(obj)
             self.store.upsert(obj)
             for sink in self._sinks:
                 sink.upsert(obj)
         elif event.type == DELETED:
             self._events += 1
-            if self._transform is not None:
-                obj = self._transform(obj)
             self.store.delete(obj)
             for sink in self._sinks:
                 sink.delete(obj)

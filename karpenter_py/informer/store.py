@@ -28,14 +28,20 @@ def field_indexer(*path: str) -> IndexFunc:
     objects where the field is missing or empty are not indexed."""
 
     def index(obj: KubeObject) -> list[str]:
-        cur: object = obj
-        for part in path:
-            if not isinstance(cur, dict):
-                return []
-            cur = cur.get(part)
-        return [cur] if isinstance(cur, str) and cur else []
+        value = _at(obj, path)
+        return [value] if isinstance(value, str) and value else []
 
     return index
+
+
+def _at(obj: KubeObject, path: tuple[str, ...]) -> object:
+    """The value at ``path`` in ``obj``; None when any step is missing."""
+    cur: object = obj
+    for part in path:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
 
 
 _IDENTITY = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
@@ -54,21 +60,15 @@ def keep_identity(*paths: tuple[str, ...]) -> Keep:
             "metadata": {k: meta[k] for k in _IDENTITY if k in meta},
         }
         for path in paths:
-            _copy_path(obj, out, path)
+            value = _at(obj, path)
+            if value is not None:
+                place = out
+                for part in path[:-1]:
+                    place = place.setdefault(part, {})
+                place[path[-1]] = value
         return out
 
     return keep
-
-
-def _copy_path(src: KubeObject, dst: KubeObject, path: tuple[str, ...]) -> None:
-    cur: object = src
-    for part in path:
-        if not isinstance(cur, dict) or part not in cur:
-            return
-        cur = cur[part]
-    for part in path[:-1]:
-        dst = dst.setdefault(part, {})
-    dst[path[-1]] = cur
 
 
 @dataclass(frozen=True, slots=True)

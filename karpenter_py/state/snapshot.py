@@ -58,22 +58,23 @@ class Snapshot:
     storage: StorageObjects = field(default_factory=StorageObjects)
     # namespace/name -> PodDisruptionBudget, for disruption's pod-level checks.
     pdbs: Mapping[str, PodDisruptionBudget] = field(default_factory=dict)
-    # ``pdbs`` by namespace, each sorted by key: a pod is checked against its namespace's PDBs
-    # only (900 PDBs x 100,000 pods was most of a disruption pass).
-    _pdbs_by_namespace: Mapping[str, tuple[PodDisruptionBudget, ...]] = field(
-        init=False, repr=False, compare=False
+    # ``pdbs`` by namespace, each sorted by key, built on first use: a pod is checked against
+    # its namespace's PDBs only (900 PDBs x 100,000 pods was most of a disruption pass), and
+    # what-if copies (``without``) that never ask do not pay for it.
+    _pdbs_by_namespace: Mapping[str, tuple[PodDisruptionBudget, ...]] | None = field(
+        default=None, init=False, repr=False, compare=False
     )
-
-    def __post_init__(self) -> None:
-        grouped: dict[str, list[PodDisruptionBudget]] = {}
-        for key in sorted(self.pdbs):
-            pdb = self.pdbs[key]
-            grouped.setdefault(pdb.namespace, []).append(pdb)
-        by_namespace = {ns: tuple(group) for ns, group in grouped.items()}
-        object.__setattr__(self, "_pdbs_by_namespace", by_namespace)
 
     def pdbs_in(self, namespace: str) -> tuple[PodDisruptionBudget, ...]:
         """The namespace's PDBs, by key."""
+        if self._pdbs_by_namespace is None:
+            grouped: dict[str, list[PodDisruptionBudget]] = {}
+            for key in sorted(self.pdbs):
+                pdb = self.pdbs[key]
+                grouped.setdefault(pdb.namespace, []).append(pdb)
+            by_namespace = {ns: tuple(group) for ns, group in grouped.items()}
+            object.__setattr__(self, "_pdbs_by_namespace", by_namespace)
+            return by_namespace.get(namespace, ())
         return self._pdbs_by_namespace.get(namespace, ())
 
     def without(self, node_names: Iterable[str]) -> Snapshot:

@@ -153,13 +153,10 @@ class Provisioner:
         decided = await self.decide()
         if decided is None:
             return self._finish(RoundResult(0, (), 0, 0, time.perf_counter() - started))
-        snapshot, inp, plan, solve_seconds = (
-            decided.snapshot,
-            decided.inp,
-            decided.plan,
-            decided.solve_seconds,
+        inp, plan = decided.inp, decided.plan
+        created, failures = await self.round.create(
+            plan.new_node_claims, decided.snapshot.nodepools
         )
-        created, failures = await self.round.create(plan.new_node_claims, snapshot.nodepools)
         if failures:
             self.batcher.trigger("retry")
         self.round.nominate(plan, created)
@@ -169,7 +166,7 @@ class Provisioner:
             placed_on_existing=sum(len(p.pods) for p in plan.existing),
             errors=len(plan.errors),
             seconds=time.perf_counter() - started,
-            solve_seconds=solve_seconds,
+            solve_seconds=decided.solve_seconds,
             decided=_decided(plan),
             ignored=sum(1 for pod in inp.pods if unsupported_reason(pod) is not None),
         )
