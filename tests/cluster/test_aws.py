@@ -417,7 +417,13 @@ async def test_instance_terminated_outside_karpenter_is_cleaned_up(
             await wait_ready(w)
             await client.create(DEPLOYMENTS, deployment("lost", w.ns, w.pool, replicas=1))
             await eventually(lambda: running_pods(client, w.ns), within=120, what="pod Running")
-            [claim] = await claims_of(client, w.pool)
+
+            # The pod may run before the claim's status write lands: wait for its providerID.
+            async def launched() -> dict[str, Any] | None:
+                [claim] = await claims_of(client, w.pool)
+                return claim if (claim.get("status") or {}).get("providerID") else None
+
+            claim = await eventually(launched, within=60, what="NodeClaim providerID")
             iid = claim["status"]["providerID"].rsplit("/", 1)[-1]
             await w.ec2.ec2.terminate_instances(InstanceIds=[iid])
 
