@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -110,13 +111,62 @@ def _same(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
 
 
 class ExistingMemo:
-    """``existing_node`` results kept across rounds (a plain memo, no I/O): a node whose Node,
-    NodeClaim, marks, pods and DaemonSets are the same objects as last round gives back the same
-    ExistingNode, so the solver's per-node work (``IndexCache.existing_parts``) is reused too.
-    A warm round over 5,000 nodes otherwise rebuilds every node's reservations and labels."""
+    """What ``solve_input`` derives from a snapshot's nodes, kept across rounds (a plain memo,
+    no I/O): a node whose Node, NodeClaim, marks, pods and DaemonSets are the same objects as
+    last round gives back the same ExistingNode, so the solver's per-node work
+    (``IndexCache.existing_parts``, ``IndexCache.existing_base``) is reused too; the pools' usage
+    is kept while the state nodes are the very same tuple (``Cluster.state_nodes``). A warm round
+    over 5,000 nodes otherwise rebuilds every node's reservations, labels and charges."""
 
     def __init__(self) -> None:
         self._held: dict[str, _Derived] = {}
+        # The last round's nodes, their pods, DaemonSets and the existing tuple built from them.
+        self._last: (
+            tuple[tuple[StateNode, ...], list[tuple[Pod, ...] | None], tuple[Pod, ...]] | None
+        ) = None
+        self._last_existing: tuple[ExistingNode, ...] = ()
+        self._at: list[int | None] = []  # the last nodes' places in that tuple
+        self._usage: tuple[tuple[StateNode, ...], dict[str, dict[str, int]]] | None = None
+
+    def existing(self, snapshot: Snapshot) -> tuple[ExistingNode, ...]:
+        """The ExistingNodes of the snapshot's nodes that take pods: the very same tuple as last
+        round when the nodes, each one's pods and the DaemonSets are the same objects."""
+        nodes = snapshot.nodes
+        daemonsets = snapshot.daemonsets
+        pods = list(map(snapshot.pods_by_node.get, [sn.name for sn in nodes]))
+        last = self._last
+        if last is not None and last[0] is nodes and last[2] is daemonsets:
+            # The same nodes: rebuild only those whose pods changed (the tuple's order is the
+            # nodes' and the filter is theirs, so a node keeps its place).
+            changed = [k for k, same in enumerate(map(operator.is_, pods, last[1])) if not same]
+            if not changed:
+                return self._last_existing
+            built = list(self._last_existing)
+            for k in changed:
+                at = self._at[k]
+                if at is not None:
+                    built[at] = self.existing_node(nodes[k], pods[k] or (), daemonsets)
+            existing = tuple(built)
+        else:
+            at_list: list[int | None] = []
+            made: list[ExistingNode] = []
+            for sn, held in zip(nodes, pods, strict=True):
+                if takes_pods(sn):
+                    at_list.append(len(made))
+                    made.append(self.existing_node(sn, held or (), daemonsets))
+                else:
+                    at_list.append(None)
+            existing, self._at = tuple(made), at_list
+            self.keep_only({sn.name for sn in nodes})
+        self._last, self._last_existing = (nodes, pods, daemonsets), existing
+        return existing
+
+    def usage(self, nodes: tuple[StateNode, ...]) -> dict[str, dict[str, int]]:
+        """``nodepool_usage(nodes)``, kept while ``nodes`` is the same tuple (a copy each time:
+        callers add to it)."""
+        if self._usage is None or self._usage[0] is not nodes:
+            self._usage = (nodes, nodepool_usage(nodes))
+        return {k: dict(v) for k, v in self._usage[1].items()}
 
     def existing_node(
         self, sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod]
@@ -169,7 +219,7 @@ def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod])
     return reserve_daemonsets(existing, daemonsets) if sn.launched else existing
 
 
-def pool_usage(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+def pool_usage(snapshot: Snapshot, memo: ExistingMemo | None = None) -> dict[str, dict[str, int]]:
     """What each NodePool already uses of its limits (``state.usage.nodepool_usage``).
 
     Counted from the live state rather than ``status.resources`` so that claims created a moment
@@ -178,7 +228,7 @@ def pool_usage(snapshot: Snapshot) -> dict[str, dict[str, int]]:
     evidence (a NodePool given to ``plan`` without its nodes; the counter writes zeros once a
     pool in a cluster has none).
     """
-    usage = nodepool_usage(snapshot.nodes)
+    usage = memo.usage(snapshot.nodes) if memo is not None else nodepool_usage(snapshot.nodes)
     for name, np in snapshot.nodepools.items():
         if name not in usage:
             usage[name] = parse_resources(np.status.resources)
@@ -216,19 +266,20 @@ def solve_input(
 ) -> SolveInput:
     """Pending and reschedulable pods against every ready NodePool and the existing nodes, with
     where their volumes can attach. ``memo`` reuses unchanged nodes' ExistingNodes."""
-    usage = pool_usage(snapshot)
+    usage = pool_usage(snapshot, memo)
     pools = tuple(
         replace(pool_from_nodepool(np), usage=usage.get(np.metadata.name or "", {}))
         for np in provisionable_pools(snapshot)
     )
-    build = memo.existing_node if memo is not None else existing_node
-    existing = tuple(
-        build(sn, snapshot.pods_by_node.get(sn.name, ()), snapshot.daemonsets)
-        for sn in snapshot.nodes
-        if takes_pods(sn)
+    existing = (
+        memo.existing(snapshot)
+        if memo is not None
+        else tuple(
+            existing_node(sn, snapshot.pods_by_node.get(sn.name, ()), snapshot.daemonsets)
+            for sn in snapshot.nodes
+            if takes_pods(sn)
+        )
     )
-    if memo is not None:
-        memo.keep_only({sn.name for sn in snapshot.nodes})
     pods = (*snapshot.pending, *snapshot.reschedulable, *extra_pods)
     volume_requirements, volume_errors = volume_inputs(pods, snapshot.storage)
     return SolveInput(

@@ -12,19 +12,17 @@ their masks live in a ``typetable.TypeTable`` that NodePools over one catalog sh
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final, TypeVar
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from karpenter_py.model.core import HostPort, Pod, Taint
 from karpenter_py.model.instancetype import InstanceType, Offering
-from karpenter_py.model.labels import LABEL_HOSTNAME, LABEL_NODEPOOL
+from karpenter_py.model.labels import LABEL_NODEPOOL
+from karpenter_py.scheduling.existing import ExistingBase, SlotParts, existing_slot_parts
 from karpenter_py.scheduling.hostports import conflict
 from karpenter_py.scheduling.inputs import ExistingNode, PoolTemplate
 from karpenter_py.scheduling.requirements import Req, Requirements
-from karpenter_py.scheduling.taints import is_ephemeral
-from karpenter_py.scheduling.topology import Placed, PlacedGroup
 from karpenter_py.scheduling.typetable import (
     CatalogFacts,
     OfferingClass,
@@ -308,6 +306,8 @@ class IndexCache:
         # id(ExistingNode) -> (node, what a solve derives from it): the same objects serve every
         # simulation of a disruption pass.
         self._existing: dict[int, tuple[ExistingNode, SlotParts]] = {}
+        # The latest few bases: provisioning's and a disruption pass's solves interleave.
+        self._bases: deque[ExistingBase] = deque(maxlen=4)
 
     def node_requirements(self, labels: Mapping[str, str]) -> Requirements:
         """``Requirements.from_labels(labels)``, memoised by the mapping's identity."""
@@ -330,6 +330,21 @@ class IndexCache:
             self._existing.clear()
         self._existing[id(ex)] = (ex, parts)
         return parts
+
+    def existing_base(self, existing: Sequence[ExistingNode]) -> ExistingBase:
+        """The base of a solve over ``existing``: a recent one that holds the very same nodes (a
+        round in which no node, NodeClaim or bound pod changed); else the latest one patched
+        where only some nodes' pods changed; else a new one."""
+        held = tuple(self._bases)  # a snapshot: other threads may add meanwhile
+        for base in held:
+            if base.same_nodes(existing):
+                return base
+        patched = (base.patched(existing, self.existing_parts) for base in held)
+        base = next((p for p in patched if p is not None), None) or ExistingBase(
+            existing, self.existing_parts
+        )
+        self._bases.appendleft(base)
+        return base
 
     def get(
         self, pool: PoolTemplate, instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod]
@@ -396,47 +411,3 @@ def _evict(entries: OrderedDict[_K, _V], size: int) -> list[_V]:
         except KeyError:  # emptied by another thread meanwhile
             break
     return dropped
-
-
-TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
-
-
-@dataclass(frozen=True, slots=True)
-class SlotParts:
-    """What a solve derives from an existing node before placing anything: its requirements,
-    the taints that count, the room left after its pods, their host ports, and the pods as
-    topology sees them. Read-only: a solve copies ``remaining`` and ``ports``."""
-
-    requirements: Requirements
-    taints: tuple[Taint, ...]
-    remaining: Mapping[str, int]
-    ports: tuple[HostPort, ...]
-    placed: PlacedGroup
-
-
-def existing_slot_parts(
-    ex: ExistingNode,
-    node_requirements: Callable[[Mapping[str, str]], Requirements] = Requirements.from_labels,
-) -> SlotParts:
-    node = ex.node
-    labels = node.labels
-    if LABEL_HOSTNAME not in labels:
-        labels = {**labels, LABEL_HOSTNAME: node.name}
-    reqs = node_requirements(labels)
-    taints = node.taints
-    if node.unschedulable and not any(t.key == TAINT_NODE_UNSCHEDULABLE for t in taints):
-        # A cordoned node: the node controller taints it so, and kube-scheduler honours it.
-        taints = (*taints, Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule"))
-    if ex.node_pool and not ex.initialized:
-        taints = tuple(t for t in taints if not is_ephemeral(t))
-    remaining = dict(node.allocatable)
-    ports: list[HostPort] = []
-    placed: list[Placed] = []
-    for pod in ex.pods:
-        if pod.is_terminal():
-            continue
-        for name, amount in pod.requests.items():
-            remaining[name] = remaining.get(name, 0) - amount
-        ports.extend(pod.host_ports)
-        placed.append(Placed(pod, reqs, taints))
-    return SlotParts(reqs, taints, remaining, tuple(ports), PlacedGroup(tuple(placed)))

@@ -13,7 +13,6 @@ import itertools
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import Offering
@@ -30,8 +29,8 @@ from karpenter_py.model.labels import (
 from karpenter_py.model.quantity import Resources
 from karpenter_py.scheduling.claims import ExistingSlot, NewClaim, relax_min_values
 from karpenter_py.scheduling.diagnose import diagnose
+from karpenter_py.scheduling.existing import BLOCK, ExistingBase, existing_slot_parts
 from karpenter_py.scheduling.inputs import (
-    ExistingNode,
     PoolTemplate,
     SolveInput,
     VolumeAlternatives,
@@ -39,13 +38,12 @@ from karpenter_py.scheduling.inputs import (
 from karpenter_py.scheduling.instances import (
     IndexCache,
     PoolIndex,
-    existing_slot_parts,
 )
 from karpenter_py.scheduling.packing import claim_price, rebuild, repack
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.requirements import Req, Requirements
-from karpenter_py.scheduling.topology import DomainSource, PlacedGroup, Topology
+from karpenter_py.scheduling.topology import DomainSource, Topology
 
 
 def solve(
@@ -96,9 +94,12 @@ class _Solver:
         self.prefer_no_schedule = any(
             t.effect == "PreferNoSchedule" for p in self.pools for t in p.taints
         )
-        self.slot_parts = cache.existing_parts if cache is not None else existing_slot_parts
-        self.slots, placed = self._existing_slots(inp.existing)
-        self.slot_blocks = SlotBlocks(self.slots)
+        base = (
+            cache.existing_base(inp.existing)
+            if cache is not None
+            else ExistingBase(inp.existing, existing_slot_parts)
+        )
+        self.slots = ExistingSlots(base)
         # signature -> the first existing slot a pod of that signature may still fit. Slots
         # only fill up during a solve, so a slot that refused a pod refuses every later pod of
         # its signature, unless topology (which changes as pods land) has a say.
@@ -106,7 +107,7 @@ class _Solver:
         self.topology = Topology(
             universe=self._universe(),
             placed=(),
-            existing=placed,
+            existing=base.pods,
             namespace_labels=namespace_labels,
         )
         # NodeClaims being built, bucketed by pod count so "fewest pods first" needs no sorting.
@@ -119,34 +120,11 @@ class _Solver:
         self._volume_cache: dict[VolumeAlternatives, tuple[Requirements, ...]] = {}
 
     # ------------------------------------------------------------------ setup
-    def _existing_slots(
-        self, existing: Sequence[ExistingNode]
-    ) -> tuple[list[ExistingSlot], list[PlacedGroup]]:
-        slots: list[ExistingSlot] = []
-        placed: list[PlacedGroup] = []
-        for ex in existing:
-            if ex.marked_for_deletion or ex.node.deletion_timestamp:
-                continue
-            parts = self.slot_parts(ex)
-            placed.append(parts.placed)
-            slots.append(
-                ExistingSlot(
-                    name=ex.node.name,
-                    requirements=parts.requirements,
-                    taints=parts.taints,
-                    remaining=dict(parts.remaining),
-                    ports=list(parts.ports),
-                    initialized=ex.initialized,
-                )
-            )
-        slots.sort(key=lambda s: (not s.initialized, s.name))
-        return slots, placed
-
     def _universe(self) -> Mapping[str, Mapping[str, Sequence[DomainSource]]]:
         """Every value each label can take on a node: from NodePools' types and from existing
         nodes. Built per key on first use: a solve asks about a few keys (zone, hostname), and
         building all ~50 for hundreds of nodes was most of a disruption simulation's cost."""
-        return _Universe(self.indexes, self.slots)
+        return _Universe(self.indexes, self.slots.base)
 
     def _register(self, st: PodState) -> None:
         self.topology.register(
@@ -338,11 +316,15 @@ class _Solver:
         check = bool(pre.hostnames or pre.domains)
         monotone = not self.topology.constrains(st.index, st.pod)
         start = self.resume.get(sig, 0) if monotone else 0
-        for i, slot in self.slot_blocks.candidates(requests, start):
-            if check and pre.rules_out(slot.name, slot.requirements):
+        slots = self.slots
+        parts = slots.base.parts
+        names = slots.base.names
+        for i in slots.candidates(requests, start):
+            if check and pre.rules_out(names[i], parts[i].requirements):
                 continue
+            slot = slots[i]
             if slot.has_room(requests) and slot.try_add(st, self.topology, sig, volumes) is None:
-                self.slot_blocks.update(i)
+                slots.update(i)
                 if monotone:
                     self.resume[sig] = i
                 return None
@@ -412,13 +394,15 @@ class _Solver:
                 continue
             new_claims.append(done)
         existing = tuple(
-            ExistingPlacement(s.name, tuple(p.pod for p in s.pods)) for s in self.slots if s.pods
+            ExistingPlacement(s.name, tuple(p.pod for p in s.pods))
+            for s in self.slots.made()
+            if s.pods
         )
         failed = {st.index: st for st in unplaced}
         placed: set[int] = set()
         if any(i not in failed for i in errors):  # rare: rejected pods or dropped claims
             placed = {st.index for done in new_claims for st in done.states}
-            placed.update(st.index for s in self.slots for st in s.pods)
+            placed.update(st.index for s in self.slots.made() for st in s.pods)
         pod_errors = []
         for i, pod in enumerate(self.inp.pods):
             if i in failed:
@@ -511,9 +495,9 @@ def _charge(idx: PoolIndex, mask: int, remaining: Mapping[str, int]) -> Resource
 class _Universe(Mapping[str, Mapping[str, Sequence[DomainSource]]]):
     """The solve's label universe (see ``_Solver._universe``), computed key by key."""
 
-    def __init__(self, indexes: Sequence[PoolIndex], slots: Sequence[ExistingSlot]) -> None:
+    def __init__(self, indexes: Sequence[PoolIndex], base: ExistingBase) -> None:
         self._indexes = indexes
-        self._slots = slots
+        self._base = base
         self._built: dict[str, dict[str, list[DomainSource]]] = {}
         self._keys: list[str] | None = None
 
@@ -536,11 +520,8 @@ class _Universe(Mapping[str, Mapping[str, Sequence[DomainSource]]]):
             if req is not None and not req.complement:
                 for value in req.values:
                     values.setdefault(value, []).append(source)
-        for slot in self._slots:
-            req = slot.requirements.get(key)
-            single = req.single() if req is not None else None
-            if single is not None:
-                values.setdefault(single, []).append(DomainSource(slot.requirements, slot.taints))
+        for value, sources in self._base.domains(key).items():
+            values.setdefault(value, []).extend(sources)
         self._built[key] = values
         return values
 
@@ -550,8 +531,7 @@ class _Universe(Mapping[str, Mapping[str, Sequence[DomainSource]]]):
             for idx in self._indexes:
                 keys.update(dict.fromkeys(idx.label_keys()))
                 keys.update(dict.fromkeys(idx.requirements))
-            for slot in self._slots:
-                keys.update(dict.fromkeys(slot.requirements))
+            keys.update(dict.fromkeys(self._base.label_keys()))
             self._keys = [k for k in keys if self.get(k)]
         return self._keys
 
@@ -654,48 +634,60 @@ def unsupported_reason(pod: Pod) -> str | None:
     return None
 
 
-class SlotBlocks:
-    """The existing slots in fixed blocks, each knowing the most CPU and memory any of its
-    slots has left, so a pod skips every block that cannot hold it. In a full cluster of
-    5,000 nodes a pod would otherwise check every node before a new NodeClaim. Slot order (first
-    fit) is kept; a block is re-measured when one of its slots takes a pod."""
+class ExistingSlots:
+    """A solve's existing slots, in first-fit order over an ``ExistingBase``. A slot is made
+    (its room and ports copied from the base) the first time a pod is tried on it: a small
+    round over 5,000 nodes touches a few. The slots are seen in blocks of ``BLOCK``, each
+    knowing the most CPU and memory any of its slots has left, so a pod skips every block that
+    cannot hold it; a block is re-measured when one of its slots takes a pod."""
 
-    SIZE: Final = 32
+    def __init__(self, base: ExistingBase) -> None:
+        self.base = base
+        self._made: dict[int, ExistingSlot] = {}
+        self.cpu = list(base.cpu)
+        self.memory = list(base.memory)
 
-    def __init__(self, slots: Sequence[ExistingSlot]) -> None:
-        self.slots = slots
-        self.cpu: list[int] = []
-        self.memory: list[int] = []
-        for start in range(0, len(slots), self.SIZE):
-            cpu, memory = self._measure(start)
-            self.cpu.append(cpu)
-            self.memory.append(memory)
+    def __len__(self) -> int:
+        return len(self.base.names)
 
-    def _measure(self, start: int) -> tuple[int, int]:
-        block = self.slots[start : start + self.SIZE]
-        return (
-            max(s.remaining.get(RESOURCE_CPU, 0) for s in block),
-            max(s.remaining.get(RESOURCE_MEMORY, 0) for s in block),
-        )
+    def __getitem__(self, i: int) -> ExistingSlot:
+        slot = self._made.get(i)
+        if slot is None:
+            parts = self.base.parts[i]
+            slot = self._made[i] = ExistingSlot(
+                name=self.base.names[i],
+                requirements=parts.requirements,
+                taints=parts.taints,
+                remaining=dict(parts.remaining),
+                ports=list(parts.ports),
+                initialized=self.base.initialized[i],
+            )
+        return slot
+
+    def made(self) -> list[ExistingSlot]:
+        """The slots made so far, in order (only these can hold pods this solve placed)."""
+        return [self._made[i] for i in sorted(self._made)]
+
+    def _remaining(self, i: int) -> Mapping[str, int]:
+        slot = self._made.get(i)
+        return slot.remaining if slot is not None else self.base.parts[i].remaining
 
     def update(self, i: int) -> None:
-        b = i // self.SIZE
-        self.cpu[b], self.memory[b] = self._measure(b * self.SIZE)
+        b = i // BLOCK
+        rooms = [self._remaining(j) for j in range(b * BLOCK, min((b + 1) * BLOCK, len(self)))]
+        self.cpu[b] = max(r.get(RESOURCE_CPU, 0) for r in rooms)
+        self.memory[b] = max(r.get(RESOURCE_MEMORY, 0) for r in rooms)
 
-    def candidates(
-        self, requests: Mapping[str, int], start: int = 0
-    ) -> Iterator[tuple[int, ExistingSlot]]:
-        """(index, slot) of every slot from ``start`` on, in a block that might hold
-        ``requests``, in order. A block is skipped only when each of its slots fails
-        ``has_room`` on CPU or memory."""
+    def candidates(self, requests: Mapping[str, int], start: int = 0) -> Iterator[int]:
+        """The index of every slot from ``start`` on, in a block that might hold ``requests``,
+        in order. A block is skipped only when each of its slots fails ``has_room`` on CPU or
+        memory."""
         cpu = requests.get(RESOURCE_CPU)
         memory = requests.get(RESOURCE_MEMORY)
-        slots = self.slots
-        for b in range(start // self.SIZE, len(self.cpu)):
+        end = len(self)
+        for b in range(start // BLOCK, len(self.cpu)):
             if (cpu is not None and self.cpu[b] < cpu) or (
                 memory is not None and self.memory[b] < memory
             ):
                 continue
-            first = max(start, b * self.SIZE)
-            for i in range(first, min((b + 1) * self.SIZE, len(slots))):
-                yield i, slots[i]
+            yield from range(max(start, b * BLOCK), min((b + 1) * BLOCK, end))

@@ -302,6 +302,48 @@ class PlacedGroup:
         return self._anti
 
 
+class ExistingPods:
+    """The pods on the existing nodes, one ``PlacedGroup`` per node, with their label indexes
+    merged per key on first use. Shared by the solves over the same nodes
+    (``existing.ExistingBase``), so a new topology group reads only its value's lists instead of
+    every node's index; read-only once built, and building is idempotent."""
+
+    __slots__ = ("_anti", "_by_label", "groups")
+
+    def __init__(self, groups: Sequence[PlacedGroup]) -> None:
+        self.groups = tuple(groups)
+        self._by_label: dict[str, dict[str, list[list[Placed]]]] = {}
+        self._anti: tuple[Placed, ...] | None = None
+
+    def by_label(self, key: str) -> dict[str, list[list[Placed]]]:
+        """label value -> the nodes' lists of pods carrying it, for ``key``."""
+        merged = self._by_label.get(key)
+        if merged is None:
+            merged = {}
+            for group in self.groups:
+                for value, pods in group.by_label(key).items():
+                    merged.setdefault(value, []).append(pods)
+            self._by_label[key] = merged
+        return merged
+
+    def patched(self, groups: Mapping[int, PlacedGroup]) -> ExistingPods:
+        """These pods with some nodes' groups replaced (position -> group); the merged label
+        indexes are rebuilt on first use."""
+        if not groups:
+            return self
+        replaced = list(self.groups)
+        for i, group in groups.items():
+            replaced[i] = group
+        return ExistingPods(replaced)
+
+    @property
+    def anti_affinity(self) -> tuple[Placed, ...]:
+        """Every existing pod with required anti-affinity."""
+        if self._anti is None:
+            self._anti = tuple(p for g in self.groups for p in g.anti_affinity)
+        return self._anti
+
+
 def _label_index(pods: Iterable[Placed], key: str) -> dict[str, list[Placed]]:
     index: dict[str, list[Placed]] = {}
     for p in pods:
@@ -320,13 +362,13 @@ class Topology:
         universe: Mapping[str, Mapping[str, Sequence[DomainSource]]],
         placed: Sequence[Placed],
         namespace_labels: Mapping[str, Mapping[str, str]],
-        existing: Sequence[PlacedGroup] = (),
+        existing: ExistingPods | Sequence[PlacedGroup] = (),
     ) -> None:
         """``existing``: the pods already on existing nodes, one group per node; ``placed``:
         other pods already placed. Pods this solve places are recorded with ``record``."""
         self.universe = universe
         self.namespace_labels = namespace_labels
-        self.existing = tuple(existing)
+        self.existing = existing if isinstance(existing, ExistingPods) else ExistingPods(existing)
         self.placed: list[Placed] = list(placed)
         self.groups: dict[GroupKey, TopologyGroup] = {}
         self.inverse: dict[GroupKey, TopologyGroup] = {}
@@ -341,9 +383,6 @@ class Topology:
         # a group's selector requires it, so a new group counts only the pods it could select
         # instead of every placed pod (``existing`` nodes keep their own such index).
         self._by_label: dict[str, dict[str, list[Placed]]] = {}
-        # label key -> value -> the ``existing`` nodes' lists of pods with it: merged once per
-        # key and solve, so each new group reads only its value's lists, not every node.
-        self._existing_by_label: dict[str, dict[str, list[list[Placed]]]] = {}
         self._seed_inverse_from_placed()
 
     # ------------------------------------------------------------------ group registry
@@ -388,26 +427,16 @@ class Topology:
                     key, values = req.key, tuple(sorted(req.values))
                     break
         if not key:
-            for group in self.existing:
+            for group in self.existing.groups:
                 yield from group.pods
             yield from self.placed
             return
-        existing = self._existing_label_index(key)
+        existing = self.existing.by_label(key)
         loose = self._label_index(key)
         for value in values:
             for pods in existing.get(value, ()):
                 yield from pods
             yield from loose.get(value, ())
-
-    def _existing_label_index(self, key: str) -> dict[str, list[list[Placed]]]:
-        merged = self._existing_by_label.get(key)
-        if merged is None:
-            merged = {}
-            for group in self.existing:
-                for value, pods in group.by_label(key).items():
-                    merged.setdefault(value, []).append(pods)
-            self._existing_by_label[key] = merged
-        return merged
 
     def _label_index(self, key: str) -> dict[str, list[Placed]]:
         index = self._by_label.get(key)
@@ -429,7 +458,7 @@ class Topology:
 
     def _seed_inverse_from_placed(self) -> None:
         """Pods already running with required anti-affinity keep matching pods out of their domains."""
-        anti = [p for g in self.existing for p in g.anti_affinity]
+        anti = list(self.existing.anti_affinity)
         anti.extend(p for p in self.placed if p.pod.pod_anti_affinity)
         for p in anti:
             for term in p.pod.pod_anti_affinity:

@@ -62,6 +62,12 @@ class Cluster:
         self._claim_by_pid: dict[str, str] = {}
         # Bumped on every change; lets periodic workers skip passes when nothing moved.
         self.generation = 0
+        # The state nodes as last joined, and each one's pods, reused by the next snapshot unless
+        # a node-side fact changed (a Node, a NodeClaim, a mark, a reservation, a nomination) or
+        # a nomination they reflect expired: pods change far more often than nodes, and a round
+        # over 5,000 nodes otherwise re-joined them all. Node names whose pods changed since.
+        self._view: _NodeView | None = None
+        self._pods_changed: set[str] = set()
 
     # ------------------------------------------------------------------ sync gate
     def mark_synced(self, kind: str) -> None:
@@ -81,12 +87,14 @@ class Cluster:
         self.nodes[node.name] = node
         if node.provider_id:
             self._node_by_pid[node.provider_id] = node.name
+        self._view = None
         self.generation += 1
 
     def delete_node(self, name: str) -> None:
         old = self.nodes.pop(name, None)
         if old is not None:
             _unindex(self._node_by_pid, old.provider_id, name)
+        self._view = None
         self.generation += 1
 
     def upsert_nodeclaim(self, nc: NodeClaim) -> None:
@@ -98,6 +106,7 @@ class Cluster:
         self.nodeclaims[name] = nc
         if pid:
             self._claim_by_pid[pid] = name
+        self._view = None
         self.generation += 1
 
     def delete_nodeclaim(self, name: str) -> None:
@@ -107,18 +116,21 @@ class Cluster:
         self._reserved.pop(name, None)
         self._deleting.discard(name)
         self._nominated.pop(name, None)
+        self._view = None
         self.generation += 1
 
     def upsert_pod(self, pod: Pod) -> None:
         old = self.pods.get(pod.key)
         if old is not None and old.node_name:
             self._pods_on.pop(old.node_name, None)
+            self._pods_changed.add(old.node_name)
             if old.node_name != pod.node_name:
                 self._pods_by_node.get(old.node_name, set()).discard(pod.key)
         self.pods[pod.key] = pod
         if pod.node_name:
             self._pods_by_node.setdefault(pod.node_name, set()).add(pod.key)
             self._pods_on.pop(pod.node_name, None)
+            self._pods_changed.add(pod.node_name)
         if is_provisionable(pod):
             self._pending[pod.key] = pod
         else:
@@ -130,6 +142,7 @@ class Cluster:
         if old is not None and old.node_name:
             self._pods_by_node.get(old.node_name, set()).discard(key)
             self._pods_on.pop(old.node_name, None)
+            self._pods_changed.add(old.node_name)
         self._pending.pop(key, None)
         self.generation += 1
 
@@ -203,19 +216,23 @@ class Cluster:
     # ------------------------------------------------------------------ decisions' bookkeeping
     def mark_for_deletion(self, *nodeclaim_names: str) -> None:
         self._deleting.update(nodeclaim_names)
+        self._view = None
         self.generation += 1
 
     def unmark_for_deletion(self, *nodeclaim_names: str) -> None:
         self._deleting.difference_update(nodeclaim_names)
+        self._view = None
         self.generation += 1
 
     def reserve(self, nodeclaim_name: str, capacity: Mapping[str, int]) -> None:
         """Charge a just-created NodeClaim at its largest option until it reports its capacity."""
         self._reserved[nodeclaim_name] = dict(capacity)
+        self._view = None
 
     def nominate(self, name: str, until: datetime) -> None:
         """A node or NodeClaim expected to receive pods soon: disruption must leave it alone."""
         self._nominated[name] = until
+        self._view = None
 
     def is_nominated(self, name: str, now: datetime) -> bool:
         until = self._nominated.get(name)
@@ -230,8 +247,19 @@ class Cluster:
             held = self._pods_on[node_name] = tuple(self.pods[k] for k in keys if k in self.pods)
         return held
 
-    def state_nodes(self, now: datetime) -> list[StateNode]:
-        """Nodes joined with their NodeClaims by provider ID; unmatched NodeClaims are in flight."""
+    def state_nodes(self, now: datetime) -> tuple[StateNode, ...]:
+        """Nodes joined with their NodeClaims by provider ID; unmatched NodeClaims are in flight.
+        The same tuple while no node-side fact changed and no nomination it reflects expired."""
+        return self._node_view(now).nodes
+
+    def _node_view(self, now: datetime) -> _NodeView:
+        view = self._view
+        if view is None or not view.holds_at(now):
+            view = self._view = _NodeView(self._join(now), now, self._nominated)
+            self._pods_changed.clear()
+        return view
+
+    def _join(self, now: datetime) -> tuple[StateNode, ...]:
         by_node_name: dict[str, NodeClaim] = {}
         for claim in self.nodeclaims.values():
             if claim.status.node_name:
@@ -248,7 +276,7 @@ class Cluster:
         for name, claim in self.nodeclaims.items():
             if name not in matched:
                 out.append(self._state_node(None, claim, now))
-        return out
+        return tuple(out)
 
     def _state_node(self, node: Node | None, nc: NodeClaim | None, now: datetime) -> StateNode:
         nc_name = (nc.metadata.name or "") if nc is not None else ""
@@ -284,17 +312,21 @@ class Cluster:
     def snapshot(self, now: datetime) -> Snapshot:
         """A frozen copy for one decision. Nodes are copied before pending pods are listed, as
         upstream does, so a race errs towards launching too little (the next round fixes that)."""
-        nodes = tuple(self.state_nodes(now))
+        view = self._node_view(now)
+        nodes = view.nodes
         # A NodeClaim in flight holds the pods already bound to its node's name (the Node may
         # reach the informer after its pods do).
-        pods_by_node = {n.name: self.pods_on(n.name) for n in nodes}
+        if view.pods_by_node is None:
+            view.pods_by_node = {n.name: self.pods_on(n.name) for n in nodes}
+        else:
+            for name in self._pods_changed:
+                if name in view.pods_by_node:
+                    view.pods_by_node[name] = self.pods_on(name)
+        self._pods_changed.clear()
+        pods_by_node = dict(view.pods_by_node)
         pending = tuple(self._pending.values())
         reschedulable = tuple(
-            p
-            for n in nodes
-            if n.marked_for_deletion
-            for p in pods_by_node.get(n.name, ())
-            if is_reschedulable(p)
+            p for n in view.marked for p in pods_by_node.get(n.name, ()) if is_reschedulable(p)
         )
         return Snapshot(
             now=now,
@@ -319,3 +351,24 @@ def _unindex(index: dict[str, str], provider_id: str, name: str) -> None:
     """Drop ``provider_id`` from ``index`` if it still points at ``name``."""
     if provider_id and index.get(provider_id) == name:
         del index[provider_id]
+
+
+class _NodeView:
+    """One join of the cluster's nodes (``Cluster.state_nodes``) and what snapshots derive from
+    it. It holds at a later moment while no nomination it reflects as active has expired."""
+
+    __slots__ = ("built", "expires", "marked", "nodes", "pods_by_node")
+
+    def __init__(
+        self, nodes: tuple[StateNode, ...], now: datetime, nominated: Mapping[str, datetime]
+    ) -> None:
+        self.nodes = nodes
+        self.built = now
+        self.expires = min((until for until in nominated.values() if until > now), default=None)
+        self.marked = tuple(n for n in nodes if n.marked_for_deletion)
+        # Node name -> its pods (``Cluster.pods_on``), filled by the first snapshot and kept
+        # current by the next ones; each snapshot gets its own copy.
+        self.pods_by_node: dict[str, tuple[Pod, ...]] | None = None
+
+    def holds_at(self, now: datetime) -> bool:
+        return now >= self.built and (self.expires is None or now < self.expires)

@@ -68,3 +68,41 @@ def test_any_change_builds_afresh(change: object) -> None:
     [sn] = snap.nodes
     fresh = existing_node(sn, snap.pods_by_node[sn.name], snap.daemonsets)
     assert fields(after) == fields(fresh)
+
+
+def many() -> Cluster:
+    c = Cluster()
+    for n in ("n1", "n2", "n3"):
+        c.upsert_node(node(n))
+        c.upsert_pod(pod(f"p-{n}", node_name=n))
+    c.upsert_daemonset("kube-system/ds", daemonset_pod("ds", cpu="100m"))
+    return c
+
+
+def all_fresh(c: Cluster) -> list[tuple[object, ...]]:
+    snap = c.snapshot(NOW)
+    return [
+        fields(existing_node(sn, snap.pods_by_node[sn.name], snap.daemonsets)) for sn in snap.nodes
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "rebuilt"),
+    [
+        (lambda c: None, []),
+        (lambda c: c.upsert_pod(pod("b", node_name="n2")), [1]),
+        (lambda c: c.delete_pod("default/p-n3"), [2]),
+        (lambda c: c.upsert_node(node("n1", labels={"team": "x"})), [0]),  # nodes joined again
+        (lambda c: c.upsert_daemonset("kube-system/d2", daemonset_pod("d2")), [0, 1, 2]),
+    ],
+)
+def test_the_existing_tuple_is_rebuilt_where_something_changed(
+    change: object, rebuilt: list[int]
+) -> None:
+    c, memo = many(), ExistingMemo()
+    before = memo.existing(c.snapshot(NOW))
+    change(c)  # type: ignore[operator]
+    after = memo.existing(c.snapshot(NOW))
+    assert (after is before) is (not rebuilt)
+    assert [k for k in range(3) if after[k] is not before[k]] == rebuilt
+    assert [fields(ex) for ex in after] == all_fresh(c)

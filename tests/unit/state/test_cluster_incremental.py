@@ -4,7 +4,7 @@ pending pods and each node's pods (rebuilt only when one of them changed)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -81,3 +81,55 @@ def test_a_snapshot_groups_pdbs_by_namespace_in_key_order() -> None:
     assert snap.pdbs_in("other") == ()
     # What-if copies keep the grouping.
     assert [p.key for p in snap.without(["n1"]).pdbs_in("shop")] == ["shop/a", "shop/b"]
+
+
+def _nodes_cluster() -> Cluster:
+    cluster = Cluster()
+    cluster.upsert_node(node("n1"))
+    cluster.upsert_node(node("n2"))
+    cluster.upsert_pod(pod("a", node_name="n1"))
+    return cluster
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [
+        (lambda c: None, True),
+        # Pods change a node's pods, not the node.
+        (lambda c: c.upsert_pod(pod("b", node_name="n2")), True),
+        (lambda c: c.delete_pod("default/a"), True),
+        (lambda c: c.upsert_node(node("n3")), False),
+        (lambda c: c.delete_node("n2"), False),
+        (lambda c: c.upsert_node(node("n1", labels={"team": "x"})), False),
+        (lambda c: c.mark_for_deletion("nc-1"), False),
+        (lambda c: c.nominate("n1", NOW + timedelta(seconds=20)), False),
+        (lambda c: c.reserve("nc-1", {"cpu": 1000}), False),
+    ],
+)
+def test_the_state_nodes_are_joined_again_only_after_a_node_side_change(
+    change: object, same: bool
+) -> None:
+    cluster = _nodes_cluster()
+    before = cluster.state_nodes(NOW)
+    change(cluster)  # type: ignore[operator]
+    assert (cluster.state_nodes(NOW) is before) is same
+
+
+def test_a_nomination_expiring_joins_the_nodes_again() -> None:
+    cluster = _nodes_cluster()
+    cluster.nominate("n1", NOW + timedelta(seconds=20))
+    assert [n.nominated for n in cluster.state_nodes(NOW)] == [True, False]
+    held = cluster.state_nodes(NOW + timedelta(seconds=19))
+    assert held is cluster.state_nodes(NOW)
+    assert [n.nominated for n in cluster.state_nodes(NOW + timedelta(seconds=20))] == [False, False]
+
+
+def test_a_snapshot_sees_pods_that_changed_since_the_last_one() -> None:
+    cluster = _nodes_cluster()
+    first = cluster.snapshot(NOW)
+    cluster.upsert_pod(pod("b", node_name="n2"))
+    cluster.delete_pod("default/a")
+    second = cluster.snapshot(NOW)
+    assert second.nodes is first.nodes
+    assert {k: keys(v) for k, v in first.pods_by_node.items()} == {"n1": ["default/a"], "n2": []}
+    assert {k: keys(v) for k, v in second.pods_by_node.items()} == {"n1": [], "n2": ["default/b"]}

@@ -1,0 +1,121 @@
+"""``ExistingSlots``: a pod skips only blocks of existing nodes none of which has the CPU or
+memory it asks for, sees the others' nodes in order, and a slot is made from its base only when
+a pod is tried on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from karpenter_py.scheduling.existing import ExistingBase, existing_slot_parts
+from karpenter_py.scheduling.instances import IndexCache
+from karpenter_py.scheduling.scheduler import ExistingSlots
+from tests import factories
+from tests.unit.scheduling._helpers import existing, make_node
+
+GI = 2**30
+
+
+def base(rooms: list[tuple[int, int]]) -> ExistingBase:
+    # Listed in reverse: the base orders nodes by name (first fit), whatever the input order.
+    nodes = [
+        existing(make_node(f"n{i:03d}", cpu=f"{cpu}m", mem=str(memory)))
+        for i, (cpu, memory) in enumerate(rooms)
+    ]
+    return ExistingBase(nodes[::-1], existing_slot_parts)
+
+
+# 64 nodes in two blocks of 32: block 0 is full but for n005 (2 CPU, 1 GiB); block 1 has
+# n040 (500m, 8 GiB) and n063 (4 CPU, 4 GiB).
+ROOMS = [(0, 0)] * 64
+ROOMS[5] = (2000, GI)
+ROOMS[40] = (500, 8 * GI)
+ROOMS[63] = (4000, 4 * GI)
+
+
+@pytest.mark.parametrize(
+    ("requests", "blocks"),
+    [
+        ({"cpu": 1000, "memory": GI}, [0, 1]),
+        ({"cpu": 3000}, [1]),
+        ({"memory": 6 * GI}, [1]),
+        # Block 1's most CPU (n063) and most memory (n040) are on different nodes: it is
+        # scanned, and has_room refuses each node.
+        ({"cpu": 3000, "memory": 6 * GI}, [1]),
+        ({"cpu": 5000}, []),
+        ({"nvidia.com/gpu": 1}, [0, 1]),  # not filtered: has_room decides
+    ],
+)
+def test_blocks_seen(requests: dict[str, int], blocks: list[int]) -> None:
+    slots = ExistingSlots(base(ROOMS))
+    seen = list(slots.candidates(requests))
+    assert seen == [i for b in blocks for i in range(b * 32, b * 32 + 32)]
+    assert slots.made() == []  # looking at blocks makes no slot
+
+
+def test_a_block_is_remeasured_when_a_slot_takes_a_pod() -> None:
+    slots = ExistingSlots(base(ROOMS))
+    slots[5].remaining = {"cpu": 500, "memory": GI // 2}
+    slots.update(5)
+    assert list(slots.candidates({"cpu": 1000})) == list(range(32, 64))
+    assert (slots.cpu, slots.memory) == ([500, 4000], [GI // 2, 8 * GI])
+    # The base every other solve starts from is untouched.
+    assert (slots.base.cpu, slots.base.memory) == ((2000, 4000), (GI, 8 * GI))
+    assert slots.base.parts[5].remaining["cpu"] == 2000
+    assert [s.name for s in slots.made()] == ["n005"]
+
+
+@pytest.mark.parametrize(
+    ("start", "seen"),
+    [
+        (0, [*range(32), *range(32, 64)]),
+        (5, [*range(5, 32), *range(32, 64)]),
+        (40, [*range(40, 64)]),
+        (64, []),
+    ],
+)
+def test_a_scan_resumes_where_a_signature_left_off(start: int, seen: list[int]) -> None:
+    slots = ExistingSlots(base(ROOMS))
+    assert list(slots.candidates({"cpu": 100}, start)) == seen
+
+
+def test_slots_are_in_first_fit_order_and_made_once() -> None:
+    slots = ExistingSlots(base(ROOMS))
+    assert slots.base.names[:3] == ("n000", "n001", "n002")
+    assert len(slots) == 64
+    made = slots[40]
+    assert slots[40] is made
+    assert (made.name, made.remaining["cpu"], made.remaining["memory"]) == ("n040", 500, 8 * GI)
+
+
+def _fields(b: ExistingBase) -> tuple[object, ...]:
+    return (
+        b.names,
+        b.initialized,
+        [dict(p.remaining) for p in b.parts],
+        b.cpu,
+        b.memory,
+        {v: len(s) for v, s in b.domains("kubernetes.io/hostname").items()},
+        {v: [len(pods) for pods in lists] for v, lists in b.pods.by_label("app").items()},
+    )
+
+
+def test_a_base_is_reused_for_the_same_nodes_and_patched_where_pods_changed() -> None:
+    cache = IndexCache()
+    nodes = [
+        existing(make_node(f"n{i}"), [factories.pod(f"p{i}", cpu="1", labels={"app": "a"})])
+        for i in range(40)
+    ]
+    first = cache.existing_base(nodes)
+    assert cache.existing_base(list(nodes)) is first
+    first.domains("kubernetes.io/hostname")  # built once, kept by the patched base
+    changed = list(nodes)
+    changed[33] = existing(make_node("n33"), [])  # n33's pod left (a new Node object: labels too)
+    changed[7] = existing(nodes[7].node, [])  # n7's pod left
+    patched = cache.existing_base(changed)
+    assert patched is not first
+    assert _fields(patched) == _fields(ExistingBase(changed, existing_slot_parts))
+    assert patched.names is first.names  # patched, not built again
+    assert patched.parts[1] is first.parts[1]  # n1 (n0, n1, n10, ... by name) untouched
+    # A different set of nodes builds a new base.
+    fewer = cache.existing_base(nodes[:10])
+    assert _fields(fewer) == _fields(ExistingBase(nodes[:10], existing_slot_parts))
