@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -218,6 +219,35 @@ async def test_instance_types_for_a_ready_class_are_the_moto_catalog(world: Worl
     ]
     zone_ids = {s["zone"]: s["zoneID"] for s in await _subnet_status(world.aws, world.net)}
     assert {o.labels[AWS_LABEL_TOPOLOGY_ZONE_ID] for o in m5.offerings} == set(zone_ids.values())
+
+
+def count_loads(clients: AwsClients, *operations: str) -> dict[str, int]:
+    """Counts, per EC2 operation, the calls that ask for a first page (one per load; the pages
+    after it carry a NextToken), as they leave aiobotocore for moto."""
+    loads = dict.fromkeys(operations, 0)
+
+    def counted(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if "NextToken" not in params:
+            loads[model.name] += 1
+
+    for operation in operations:
+        clients.ec2.meta.events.register(f"before-parameter-build.ec2.{operation}", counted)
+    return loads
+
+
+async def test_concurrent_callers_at_start_share_one_catalogue_load(world: World) -> None:
+    """Five launches in flight and a scheduling round, all before the first load: the
+    instance-type catalogue is described once (it was once per caller)."""
+    loads = count_loads(
+        world.stack.clients, "DescribeInstanceTypes", "DescribeInstanceTypeOfferings"
+    )
+    claims = [nodeclaim(f"default-{i}") for i in range(5)]
+    async with asyncio.TaskGroup() as tg:
+        launches = [tg.create_task(world.provider.create(c)) for c in claims]
+        listed = tg.create_task(world.provider.get_instance_types(nodepool()))
+    assert loads == {"DescribeInstanceTypes": 1, "DescribeInstanceTypeOfferings": 1}
+    assert len(listed.result()) == MOTO_TYPES
+    assert [t.result().metadata.labels[LABEL_INSTANCE_TYPE] for t in launches] == ["m5.large"] * 5
 
 
 # ---------------------------------------------------------------- create
