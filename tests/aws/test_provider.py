@@ -40,6 +40,7 @@ from karpenter_py.model.labels import (
 )
 from karpenter_py.model.quantity import format_resources
 from tests import factories
+from tests.aws.calls import count_loads
 from tests.aws.fleetfaults import insufficient_capacity
 from tests.aws.launchsupport import converted_nodepool
 from tests.aws.launchsupport import nodeclaim as launch_nodeclaim
@@ -221,25 +222,11 @@ async def test_instance_types_for_a_ready_class_are_the_moto_catalog(world: Worl
     assert {o.labels[AWS_LABEL_TOPOLOGY_ZONE_ID] for o in m5.offerings} == set(zone_ids.values())
 
 
-def count_loads(clients: AwsClients, *operations: str) -> dict[str, int]:
-    """Counts, per EC2 operation, the calls that ask for a first page (one per load; the pages
-    after it carry a NextToken), as they leave aiobotocore for moto."""
-    loads = dict.fromkeys(operations, 0)
-
-    def counted(params: dict[str, Any], model: Any, **_: Any) -> None:
-        if "NextToken" not in params:
-            loads[model.name] += 1
-
-    for operation in operations:
-        clients.ec2.meta.events.register(f"before-parameter-build.ec2.{operation}", counted)
-    return loads
-
-
 async def test_concurrent_callers_at_start_share_one_catalogue_load(world: World) -> None:
     """Five launches in flight and a scheduling round, all before the first load: the
     instance-type catalogue is described once (it was once per caller)."""
     loads = count_loads(
-        world.stack.clients, "DescribeInstanceTypes", "DescribeInstanceTypeOfferings"
+        world.stack.clients.ec2, "DescribeInstanceTypes", "DescribeInstanceTypeOfferings"
     )
     claims = [nodeclaim(f"default-{i}") for i in range(5)]
     async with asyncio.TaskGroup() as tg:
