@@ -237,6 +237,22 @@ async def test_concurrent_callers_at_start_share_one_catalogue_load(world: World
     assert [t.result().metadata.labels[LABEL_INSTANCE_TYPE] for t in launches] == ["m5.large"] * 5
 
 
+async def test_a_cancelled_first_caller_leaves_the_catalogue_to_the_others(world: World) -> None:
+    """The first caller leads the load and is cancelled mid-way (its launch was abandoned): the
+    callers waiting on it get the catalogue from a second load, not a CancelledError."""
+    began = asyncio.Event()
+    loads = count_loads(world.stack.clients.ec2, "DescribeInstanceTypes", on_load=began.set)
+    async with asyncio.TaskGroup() as tg:
+        first = tg.create_task(world.provider.get_instance_types(nodepool()))
+        await began.wait()
+        waiting = [tg.create_task(world.provider.get_instance_types(nodepool())) for _ in range(3)]
+        await asyncio.sleep(0)
+        first.cancel()
+    assert first.cancelled()
+    assert [len(w.result()) for w in waiting] == [MOTO_TYPES] * 3
+    assert loads == {"DescribeInstanceTypes": 2}
+
+
 # ---------------------------------------------------------------- create
 
 
