@@ -1,9 +1,11 @@
-"""Domain-free asyncio kit: clock, batcher, backoff, token bucket, task helpers and resources."""
+"""Domain-free asyncio kit: clock, batcher, backoff, token bucket, single flight, task helpers and
+resources."""
 
 from karpenter_py.aio.backoff import Backoff
 from karpenter_py.aio.batcher import Batcher, BatcherStatistics
 from karpenter_py.aio.clock import Clock, FakeClock, RealClock
 from karpenter_py.aio.resource import AsyncResource
+from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.aio.tasks import bounded, cancel_and_wait, checkpoint
 from karpenter_py.aio.tokenbucket import TokenBucket
 
@@ -15,6 +17,7 @@ __all__ = [
     "Clock",
     "FakeClock",
     "RealClock",
+    "SingleFlight",
     "TokenBucket",
     "bounded",
     "cancel_and_wait",

@@ -7,7 +7,9 @@ deliveries of a kind's reflector it hears and how each maps to its work) and a l
 them once the cluster state has synced.
 
 A reconciler returns a ``Result`` (requeue after a delay, or nothing); an exception requeues the
-key with per-key exponential backoff, as controller-runtime does, and is logged once per failure.
+key with per-key exponential backoff, as controller-runtime does, and is logged once per failure:
+one WARN line with the next retry's delay when the failure is transient (``failures``), ERROR
+with the traceback otherwise.
 
 With a :class:`WorkerMetrics` (``obs.metrics.Metrics`` is one), every reconcile is counted and
 timed by result (``controller_runtime_reconcile_*``), and the queue reports its depth, adds,
@@ -28,6 +30,7 @@ from typing import Final, Literal, Protocol
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.controllers.failures import log_failure
 from karpenter_py.informer.ratelimit import default_controller_rate_limiter
 from karpenter_py.informer.workqueue import QueueClosedError, WorkQueue
 from karpenter_py.kube.client import KubeClient
@@ -87,9 +90,10 @@ async def _reconcile_one(reconciler: Reconciler, queue: WorkQueue[str], key: str
         # Our cached copy was stale; the watch will catch up. Retry soon, quietly.
         queue.add_rate_limited(key)
         return "requeue"
-    except Exception:
-        log.exception("reconcile failed", extra={"controller": reconciler.name, "key": key})
-        queue.add_rate_limited(key)
+    except Exception as exc:
+        delay = queue.add_rate_limited(key)
+        fields = {"controller": reconciler.name, "key": key, "retry_in_s": round(delay, 3)}
+        log_failure(log, "reconcile failed", exc, fields)
         return "error"
     queue.forget(key)
     if result is not None and result.requeue_after is not None:

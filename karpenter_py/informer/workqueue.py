@@ -89,8 +89,11 @@ class WorkQueue(Generic[K]):
         self._timers.pop(key, None)
         self.add(key)
 
-    def add_rate_limited(self, key: K) -> None:
-        self.add_after(key, self._limiter.when(key))
+    def add_rate_limited(self, key: K) -> float:
+        """Add ``key`` after the rate limiter's next delay for it; returns that delay."""
+        delay = self._limiter.when(key)
+        self.add_after(key, delay)
+        return delay
 
     def forget(self, key: K) -> None:
         self._limiter.forget(key)

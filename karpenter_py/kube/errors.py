@@ -2,6 +2,9 @@
 
 Callers branch on the class (``except NotFoundError``) instead of on numbers. Connection-level
 failures become :class:`TransportError`, so nothing above ``kube`` ever sees aiohttp's types.
+Each class says whether it is :attr:`~KubeError.transient`: a retry of the same request is
+expected to succeed once the apiserver recovers (throttling, 5xx, no answer), as opposed to a
+request that is wrong and fails the same way every time.
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ import orjson
 class KubeError(Exception):
     """Root of everything the kube client raises."""
 
+    transient: ClassVar[bool] = False
+
 
 class TransportError(KubeError):
     """The request never got an HTTP answer (connect, TLS, reset, timeout, truncated stream)."""
+
+    transient = True
 
 
 class KubeTimeoutError(TransportError):
@@ -118,6 +125,7 @@ class TooManyRequestsError(ApiError):
     """429: throttled by priority-and-fairness, or an eviction refused by a PodDisruptionBudget."""
 
     status_code = 429
+    transient = True
 
     def __init__(self, *, retry_after: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -126,6 +134,8 @@ class TooManyRequestsError(ApiError):
 
 class ServerError(ApiError):
     """5xx: the server failed; usually worth retrying with backoff."""
+
+    transient = True
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {

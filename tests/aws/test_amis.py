@@ -3,6 +3,7 @@ terms through DescribeImages, deprecated vs newest per architecture."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -87,6 +88,18 @@ async def test_al2023_latest_per_arch_and_ssm_cache(
     clock.step(24 * 3600 + 1)
     await discovery.discover([term(alias="al2023@latest")], version)
     assert discovery.ssm.reads == 13  # the cache expired after 24 h
+
+
+async def test_concurrent_misses_of_one_parameter_share_one_read(
+    discovery: AMIDiscovery,
+) -> None:
+    amd = seed_image("al2023-amd64")
+    seed_al2023(K8S, {"x86_64": amd})
+    name = f"/aws/service/eks/optimized-ami/{K8S}/amazon-linux-2023/x86_64/standard/recommended/image_id"
+    async with asyncio.TaskGroup() as tg:
+        reads = [tg.create_task(discovery.ssm.get(name, mutable=True)) for _ in range(3)]
+    assert [r.result() for r in reads] == [amd] * 3
+    assert discovery.ssm.reads == 1
 
 
 async def test_al2023_nvidia_variant(discovery: AMIDiscovery) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -72,6 +73,20 @@ async def test_equal_options_reuse_and_cache(aws: AwsClients) -> None:
     assert spot[0].name != a[0].name  # the capacity-type label is in the user data
     names = [t["LaunchTemplateName"] for t in await _all(aws)]
     assert sorted(names) == sorted({a[0].name, spot[0].name})
+
+
+async def test_concurrent_launches_share_one_create(aws: AwsClients) -> None:
+    types = [instance_type("m5.large", [(ZONE, "on-demand", 0.096)])]
+    provider = LaunchTemplateProvider(aws, CLUSTER_INFO)
+    async with asyncio.TaskGroup() as tg:
+        ensured = [
+            tg.create_task(provider.ensure(ec2nodeclass(), nodeclaim(n), types, "on-demand"))
+            for n in ("a", "b", "c")
+        ]
+    first = ensured[0].result()
+    assert [e.result() for e in ensured] == [first] * 3
+    assert provider.create_calls == 1
+    assert [t["LaunchTemplateName"] for t in await _all(aws)] == [first[0].name]
 
 
 async def test_one_template_per_ami_and_expiry(aws: AwsClients) -> None:

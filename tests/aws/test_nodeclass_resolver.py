@@ -4,6 +4,7 @@ class's launch templates and instance profile."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from karpenter_py.cloudprovider.aws.clients import AwsClients
 from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver
 from karpenter_py.model.labels import AWS_ANNOTATION_UBUNTU_COMPATIBILITY, AWS_TAG_CLUSTER
 from tests.aws.amiseed import seed_al2023, seed_image
+from tests.aws.calls import count_loads
 from tests.aws.nodeclasses import ec2nodeclass
 from tests.motofixture import CLUSTER, Network, seed_network
 
@@ -53,6 +55,21 @@ async def test_resolves_getting_started_class(
     assert resolved.instance_profile.startswith(f"{CLUSTER}_")
     profile = await aws.iam.get_instance_profile(InstanceProfileName=resolved.instance_profile)
     assert [r["RoleName"] for r in profile["InstanceProfile"]["Roles"]] == [ROLE]
+
+
+async def test_classes_with_one_selector_resolved_together_share_its_look_ups(
+    aws: AwsClients, network: Network, resolver: NodeClassResolver
+) -> None:
+    seed_al2023(K8S, {"x86_64": seed_image("amd")})
+    loads = count_loads(aws.ec2, "DescribeSubnets", "DescribeSecurityGroups", "DescribeImages")
+    classes = [ec2nodeclass(name, role=ROLE) for name in ("a", "b", "c")]
+    async with asyncio.TaskGroup() as tg:
+        resolving = [tg.create_task(resolver.resolve(nc)) for nc in classes]
+    assert loads == {"DescribeSubnets": 1, "DescribeSecurityGroups": 1, "DescribeImages": 1}
+    assert [r.result().failures for r in resolving] == [{}, {}, {}]
+    assert [[s.id for s in r.result().subnets] for r in resolving] == [
+        sorted(network.subnets.values())
+    ] * 3
 
 
 async def test_each_missing_part_fails_on_its_own(

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from karpenter_py.cloudprovider.aws.clients import AwsClients
 from karpenter_py.cloudprovider.aws.pricing import PricingProvider, bundled_on_demand_prices
+from tests.aws.calls import count_loads
 from tests.aws.pricingseed import price_list_server, with_pricing_endpoint
 from tests.motofixture import REGION, ZONES, MotoServer
 
@@ -86,6 +87,16 @@ async def test_spot_prices_from_moto_history(aws1) -> None:
     seq = prices.seq_num
     await prices.refresh()  # same prices again: callers' caches stay valid
     assert prices.seq_num == seq == 1
+
+
+async def test_concurrent_refreshes_share_one_spot_price_load(aws1) -> None:
+    loads = count_loads(aws1.ec2, "DescribeSpotPriceHistory")
+    prices = PricingProvider(aws1, isolated_vpc=True)
+    async with asyncio.TaskGroup() as tg:
+        for _ in range(4):
+            tg.create_task(prices.refresh())
+    assert loads == {"DescribeSpotPriceHistory": 1}
+    assert (prices.spot("m5.large", "us-west-2a"), prices.seq_num) == (0.00001, 1)
 
 
 async def test_spot_failure_keeps_previous_prices(aws1, monkeypatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -39,6 +40,7 @@ from karpenter_py.model.labels import (
 )
 from karpenter_py.model.quantity import format_resources
 from tests import factories
+from tests.aws.calls import count_loads
 from tests.aws.fleetfaults import insufficient_capacity
 from tests.aws.launchsupport import converted_nodepool
 from tests.aws.launchsupport import nodeclaim as launch_nodeclaim
@@ -218,6 +220,37 @@ async def test_instance_types_for_a_ready_class_are_the_moto_catalog(world: Worl
     ]
     zone_ids = {s["zone"]: s["zoneID"] for s in await _subnet_status(world.aws, world.net)}
     assert {o.labels[AWS_LABEL_TOPOLOGY_ZONE_ID] for o in m5.offerings} == set(zone_ids.values())
+
+
+async def test_concurrent_callers_at_start_share_one_catalogue_load(world: World) -> None:
+    """Five launches in flight and a scheduling round, all before the first load: the
+    instance-type catalogue is described once (it was once per caller)."""
+    loads = count_loads(
+        world.stack.clients.ec2, "DescribeInstanceTypes", "DescribeInstanceTypeOfferings"
+    )
+    claims = [nodeclaim(f"default-{i}") for i in range(5)]
+    async with asyncio.TaskGroup() as tg:
+        launches = [tg.create_task(world.provider.create(c)) for c in claims]
+        listed = tg.create_task(world.provider.get_instance_types(nodepool()))
+    assert loads == {"DescribeInstanceTypes": 1, "DescribeInstanceTypeOfferings": 1}
+    assert len(listed.result()) == MOTO_TYPES
+    assert [t.result().metadata.labels[LABEL_INSTANCE_TYPE] for t in launches] == ["m5.large"] * 5
+
+
+async def test_a_cancelled_first_caller_leaves_the_catalogue_to_the_others(world: World) -> None:
+    """The first caller leads the load and is cancelled mid-way (its launch was abandoned): the
+    callers waiting on it get the catalogue from a second load, not a CancelledError."""
+    began = asyncio.Event()
+    loads = count_loads(world.stack.clients.ec2, "DescribeInstanceTypes", on_load=began.set)
+    async with asyncio.TaskGroup() as tg:
+        first = tg.create_task(world.provider.get_instance_types(nodepool()))
+        await began.wait()
+        waiting = [tg.create_task(world.provider.get_instance_types(nodepool())) for _ in range(3)]
+        await asyncio.sleep(0)
+        first.cancel()
+    assert first.cancelled()
+    assert [len(w.result()) for w in waiting] == [MOTO_TYPES] * 3
+    assert loads == {"DescribeInstanceTypes": 2}
 
 
 # ---------------------------------------------------------------- create

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from karpenter_py.aio.clock import Clock
+from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, paginate
 from karpenter_py.cloudprovider.aws.subnets import selector_filters
 from karpenter_py.model.api.common import NodeSelectorRequirement
@@ -77,14 +78,18 @@ class SSMCache:
         self.clock = clock
         self.ttl = ttl
         self._values: dict[str, tuple[str, float, bool]] = {}  # name -> value, expiry, mutable
+        self._reads = SingleFlight[str, str | None]()  # concurrent misses share one read
         self.reads = 0  # GetParameter calls made (tests check the cache with it)
 
     async def get(self, name: str, *, mutable: bool = False) -> str | None:
         """The parameter's value, or None when it does not exist. Other AWS errors propagate."""
-        now = self.clock.monotonic()
         hit = self._values.get(name)
-        if hit is not None and hit[1] > now:
+        if hit is not None and hit[1] > self.clock.monotonic():
             return hit[0]
+        return await self._reads.do(name, lambda: self._read(name, mutable))
+
+    async def _read(self, name: str, mutable: bool) -> str | None:
+        now = self.clock.monotonic()
         self.reads += 1
         try:
             out = await self.clients.ssm.get_parameter(Name=name)

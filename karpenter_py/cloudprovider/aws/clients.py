@@ -19,7 +19,8 @@ from typing import Any
 
 from aiobotocore.session import get_session
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 # The Pricing API is served from a few regions only; upstream picks the one nearest.
 PRICING_REGIONS: Mapping[str, str] = {
@@ -28,6 +29,25 @@ PRICING_REGIONS: Mapping[str, str] = {
     "cn": "cn-northwest-1",
 }
 USER_AGENT = "karpenter-py"
+# The codes botocore's standard retry mode treats as throttling or as a transient failure: an
+# error with one of them still left after its retries is load or an outage, not a bad request.
+THROTTLING_CODES: frozenset[str] = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "RequestThrottled",
+        "SlowDown",
+        "EC2ThrottledException",
+        "PriorRequestNotComplete",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
 
 
 class AwsConfigError(ValueError):
@@ -64,6 +84,15 @@ def error_code(exc: BaseException) -> str:
 def is_aws_error(exc: BaseException) -> bool:
     """Errors a cloud call can raise that callers turn into a logged, retried failure."""
     return isinstance(exc, ClientError | BotoCoreError)
+
+
+def is_transient_aws_error(exc: BaseException) -> bool:
+    """An AWS failure that a later retry is expected to fix: throttling, a 5xx answer, or no
+    answer at all (connection refused or reset, a read timeout)."""
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return error_code(exc) in THROTTLING_CODES or status == 429 or status >= 500
+    return isinstance(exc, BotoConnectionError | HTTPClientError)
 
 
 @dataclass(slots=True)

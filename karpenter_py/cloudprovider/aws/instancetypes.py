@@ -18,6 +18,10 @@ node of that type can still be looked up by name.
 
 ``list`` returns the same list object while nothing it depends on changed (instance data,
 prices, the class's zones and knobs): the solver caches indexes by list identity.
+
+Concurrent ``refresh`` calls share one load (``aio.SingleFlight``): every launch in flight at
+start-up asks for the catalogue before the first load lands, and one DescribeInstanceTypes +
+DescribeInstanceTypeOfferings pass serves them all.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
+from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
 from karpenter_py.cloudprovider.aws.instancetype_math import (
     Accelerator,
@@ -287,6 +292,7 @@ class InstanceTypeProvider:
         self._cache: OrderedDict[tuple[object, ...], list[InstanceType]] = OrderedDict()
         # list() may run in solver threads; one build per key.
         self._lock = threading.Lock()
+        self._loads = SingleFlight[str, None]()
 
     @property
     def loaded(self) -> bool:
@@ -298,7 +304,11 @@ class InstanceTypeProvider:
 
     async def refresh(self) -> None:
         """Reload types and offerings; a failure keeps the previous data (and is raised only
-        while nothing has ever loaded, so the first call surfaces it)."""
+        while nothing has ever loaded, so the first call surfaces it). Callers that come while
+        a reload runs wait for it and share its outcome."""
+        await self._loads.do("instance-types", self._refresh)
+
+    async def _refresh(self) -> None:
         try:
             async with asyncio.timeout(self._timeout):
                 facts = await self._describe()

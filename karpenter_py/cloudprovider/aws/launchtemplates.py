@@ -15,7 +15,6 @@ AMI.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
+from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws import userdata
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, paginate
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
@@ -265,8 +265,8 @@ class LaunchTemplateProvider:
         self._ttl = cache_ttl
         self._clock = clock
         self._ensured: dict[str, float] = {}  # template name -> cache expiry
-        # Concurrent launches needing the same template wait for one CreateLaunchTemplate.
-        self._locks: dict[str, asyncio.Lock] = {}
+        # Concurrent launches needing the same template share one CreateLaunchTemplate.
+        self._creates = SingleFlight[str, None]()
         self.create_calls = 0
 
     async def ensure(
@@ -296,12 +296,7 @@ class LaunchTemplateProvider:
     ) -> None:
         if self._fresh(name):
             return
-        lock = self._locks.setdefault(name, asyncio.Lock())
-        async with lock:
-            if not self._fresh(name):
-                await self._create(name, data, tags)
-        if not lock.locked():
-            self._locks.pop(name, None)
+        await self._creates.do(name, lambda: self._create(name, data, tags))
 
     def _fresh(self, name: str) -> bool:
         expiry = self._ensured.get(name)

@@ -15,16 +15,24 @@ passing result is remembered for 30 minutes per set of inputs, as upstream cache
 
 :meth:`NodeClassResolver.cleanup` undoes what Karpenter created for a class: its launch
 templates and its instance profile.
+
+Classes often share selectors (every class of a cluster selecting ``karpenter.sh/discovery``):
+concurrent look-ups of the same subnet, security-group or AMI selector share one set of
+Describe calls (``aio.SingleFlight``, keyed by the selector terms).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from pydantic import BaseModel
+
 from karpenter_py.aio.clock import Clock, RealClock
+from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws.amis import (
     AMIDiscovery,
     AMIResolutionError,
@@ -38,7 +46,7 @@ from karpenter_py.cloudprovider.aws.instanceprofiles import (
 )
 from karpenter_py.cloudprovider.aws.launchtemplates import delete_launch_templates
 from karpenter_py.cloudprovider.aws.securitygroups import discover_security_groups
-from karpenter_py.cloudprovider.aws.subnets import discover_subnets
+from karpenter_py.cloudprovider.aws.subnets import DiscoveredSubnet, discover_subnets
 from karpenter_py.model.api.ec2nodeclass import (
     AMI,
     CONDITION_AMIS_READY,
@@ -103,6 +111,12 @@ def _aws_failure(part: str, exc: BaseException) -> Failure:
     )
 
 
+def terms_key(terms: Sequence[BaseModel]) -> str:
+    """The selector ``terms`` as one string: equal for equal selectors (term order kept)."""
+    dumped = [t.model_dump(mode="json", exclude_none=True) for t in terms]
+    return json.dumps(dumped, sort_keys=True, separators=(",", ":"))
+
+
 def launch_tags(cluster: str, nodeclass: EC2NodeClass) -> dict[str, str]:
     """The tags a launch for this class carries (what the dry run authorizes)."""
     tags = dict(nodeclass.spec.tags or {})
@@ -141,6 +155,10 @@ class NodeClassResolver:
         self.amis = AMIDiscovery(clients, self.clock)
         self.profiles = InstanceProfiles(clients, cluster_name, self.clock)
         self._validated: dict[tuple[Any, ...], float] = {}  # inputs -> passing until
+        # Concurrent look-ups of one selector (keyed by terms_key) share one set of calls.
+        self._subnet_lookups = SingleFlight[str, list[DiscoveredSubnet]]()
+        self._security_group_lookups = SingleFlight[str, list[SecurityGroup]]()
+        self._ami_lookups = SingleFlight[str, list[AMI]]()
 
     # ------------------------------------------------------------------ resolve
     async def resolve(self, nodeclass: EC2NodeClass) -> ResolvedNodeClass:
@@ -154,7 +172,10 @@ class NodeClassResolver:
 
     async def _subnets(self, nodeclass: EC2NodeClass, out: ResolvedNodeClass) -> None:
         try:
-            found = await discover_subnets(self.clients, nodeclass.spec.subnet_selector_terms)
+            terms = nodeclass.spec.subnet_selector_terms
+            found = await self._subnet_lookups.do(
+                terms_key(terms), lambda: discover_subnets(self.clients, terms)
+            )
         except Exception as exc:
             if not is_aws_error(exc):
                 raise
@@ -169,7 +190,9 @@ class NodeClassResolver:
     async def _security_groups(self, nodeclass: EC2NodeClass, out: ResolvedNodeClass) -> None:
         terms = nodeclass.spec.security_group_selector_terms
         try:
-            out.security_groups = await discover_security_groups(self.clients, terms)
+            out.security_groups = await self._security_group_lookups.do(
+                terms_key(terms), lambda: discover_security_groups(self.clients, terms)
+            )
         except Exception as exc:
             if not is_aws_error(exc):
                 raise
@@ -191,7 +214,9 @@ class NodeClassResolver:
             return
         terms = nodeclass.spec.ami_selector_terms
         try:
-            out.amis = await self.amis.discover(terms, self.kubernetes_version)
+            out.amis = await self._ami_lookups.do(
+                terms_key(terms), lambda: self.amis.discover(terms, self.kubernetes_version)
+            )
         except AMIResolutionError as exc:
             out.failures[CONDITION_AMIS_READY] = Failure(REASON_AMI_ALIAS_UNSUPPORTED, str(exc))
             return

@@ -12,7 +12,8 @@ successful spot refresh ``spot()`` answers None; callers price spot at the on-de
 as upstream does.
 
 A refresh that fails keeps the prices it had and logs why; ``seq_num`` goes up whenever any price
-changes so callers can cache what they computed from prices.
+changes so callers can cache what they computed from prices. Concurrent refreshes share one
+(``aio.SingleFlight``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
 
+from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
 from karpenter_py.cloudprovider.aws.instancetype_math import load_builtin_facts, parse_facts
 
@@ -180,6 +182,7 @@ class PricingProvider:
         # True once GetProducts answered for this region (False: fallback prices in use).
         self.on_demand_live = False
         self.spot_live = False
+        self._refreshes = SingleFlight[str, None]()
 
     def on_demand(self, instance_type: str) -> float | None:
         return self._on_demand.get(instance_type)
@@ -188,7 +191,11 @@ class PricingProvider:
         return self._spot.get((instance_type, zone))
 
     async def refresh(self) -> None:
-        """Refresh on-demand (not in an isolated VPC) and spot prices; never raises AWS errors."""
+        """Refresh on-demand (not in an isolated VPC) and spot prices; never raises AWS errors.
+        A call that comes while a refresh runs waits for that one."""
+        await self._refreshes.do("prices", self._refresh)
+
+    async def _refresh(self) -> None:
         if not self._isolated_vpc:
             await self._guarded("on-demand", self._refresh_on_demand)
         await self._guarded("spot", self._refresh_spot)

@@ -37,6 +37,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from karpenter_py.aio.clock import Clock
+from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws.clients import is_aws_error
 from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver, ResolvedNodeClass
 from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
@@ -184,11 +185,15 @@ class KubernetesVersion:
         self.clock = clock
         self.ttl = ttl
         self._value: tuple[str, float] | None = None
+        self._reads = SingleFlight[str, str]()  # classes resolved together share one GET
 
     async def __call__(self) -> str:
-        now = self.clock.monotonic()
-        if self._value is not None and self._value[1] > now:
+        if self._value is not None and self._value[1] > self.clock.monotonic():
             return self._value[0]
+        return await self._reads.do("version", self._read)
+
+    async def _read(self) -> str:
+        now = self.clock.monotonic()
         info = await self.client.version()
         major = str(info.get("major", "")).rstrip("+")
         minor = str(info.get("minor", "")).rstrip("+")

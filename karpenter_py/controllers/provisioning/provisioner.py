@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from karpenter_py.aio.batcher import Batcher
+from karpenter_py.controllers.failures import log_failure
 from karpenter_py.controllers.runtime import Watch
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODES, PODS
@@ -114,8 +115,10 @@ class Provisioner:
                     await self.provision()
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    log.exception("provisioning round failed; retrying with the next batch")
+                except Exception as exc:
+                    log_failure(
+                        log, "provisioning round failed; retrying with the next batch", exc, {}
+                    )
                     self.batcher.trigger("retry")
 
     async def _resync(self) -> None:

@@ -178,3 +178,20 @@ def test_kubernetes_version(info: dict[str, str], expected: str) -> None:
 
     assert asyncio.run(twice()) == [expected] * 3
     assert len(client.calls_of("get")) == 2  # cached for 5 minutes
+
+
+def test_kubernetes_version_read_by_concurrent_callers_is_one_get() -> None:
+    client = FakeKube()
+    client.version_info = {"major": "1", "minor": "31"}
+    reader = KubernetesVersion(client, clock=FakeClock(NOW))
+
+    async def together() -> list[str]:
+        client.gate = asyncio.Event()  # hold the GET until every caller has asked
+        async with asyncio.TaskGroup() as tg:
+            reads = [tg.create_task(reader()) for _ in range(3)]
+            await asyncio.sleep(0)
+            client.gate.set()
+        return [r.result() for r in reads]
+
+    assert asyncio.run(together()) == ["1.31"] * 3
+    assert len(client.calls_of("get")) == 1

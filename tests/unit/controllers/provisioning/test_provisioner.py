@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
+from karpenter_py.kube import errors as kube_errors
 from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.catalog import kwok_catalog
@@ -232,3 +235,47 @@ async def test_created_nodeclaims_are_counted_with_their_reason() -> None:
         ("default", "provisioned", False),
         ("default", "underutilized", False),
     ]
+
+
+@pytest.mark.parametrize(
+    ("error", "level", "traceback"),
+    [
+        (
+            kube_errors.TooManyRequestsError(status=429, verb="create", resource="nodeclaims"),
+            "WARNING",
+            False,
+        ),
+        (
+            kube_errors.ServerError(status=503, verb="create", resource="nodeclaims"),
+            "WARNING",
+            False,
+        ),
+        (RuntimeError("boom"), "ERROR", True),
+    ],
+)
+async def test_a_failed_round_is_logged_by_kind_and_retried(
+    error: Exception, level: str, traceback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    p = provisioner(synced_cluster(nodepool(), 1), FakeWriter())
+    rounds: list[int] = []
+    retried = asyncio.Event()
+
+    async def provision() -> None:
+        rounds.append(len(rounds))
+        if len(rounds) == 2:
+            retried.set()
+        raise error
+
+    p.provision = provision  # type: ignore[method-assign,assignment]
+    caplog.set_level(logging.WARNING, logger="karpenter.provisioner")
+    p.batcher.trigger("p0")
+    async with asyncio.TaskGroup() as tg:
+        running = tg.create_task(p.run())
+        await retried.wait()
+        running.cancel()
+    first = caplog.records[0]
+    assert (first.levelname, first.getMessage(), first.exc_info is not None) == (
+        level,
+        "provisioning round failed; retrying with the next batch",
+        traceback,
+    )
