@@ -1,7 +1,7 @@
 """Domain-free asyncio kit: clock, batcher, backoff, token bucket, task helpers and resources."""
 
 from karpenter_py.aio.backoff import Backoff
-from karpenter_py.aio.batcher import Batcher, BatcherStatistics
+from karpenter_py.aio.batcher import Batcher, BatcherStatistics, CallBatcher
 from karpenter_py.aio.clock import Clock, FakeClock, RealClock
 from karpenter_py.aio.resource import AsyncResource
 from karpenter_py.aio.tasks import bounded, cancel_and_wait, checkpoint
@@ -12,6 +12,7 @@ __all__ = [
     "Backoff",
     "Batcher",
     "BatcherStatistics",
+    "CallBatcher",
     "Clock",
     "FakeClock",
     "RealClock",
