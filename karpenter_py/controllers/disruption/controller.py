@@ -20,7 +20,7 @@ c. the decision (``decide.next_command``) on a snapshot, each pool's instance ty
    ``report()`` with how many candidates it left unexamined. Skipped while the cluster state is
    unchanged since the last pass that found nothing, with a forced pass every 5 min; a pass that
    found nothing because of a time-based reason (a nomination, a ``consolidateAfter`` not yet
-   passed) names when that runs out (``Decision.recheck_at``), and the loop wakes and decides
+   passed, a budget window) names when that runs out (``Decision.recheck_at``), and the loop wakes and decides
    again at that moment, since time passing is not a cluster change;
 d. consolidation and emptiness commands wait 15 s and are re-validated on fresh facts
    (``decide.revalidate``; emptiness may shrink to the still-empty subset); a rejection publishes
@@ -200,8 +200,8 @@ class Disruption:
 
     def idle_delay(self) -> float:
         """Seconds to wait after a pass that started nothing: the period, or less when the last
-        no-op decision named an earlier moment to look again (a nomination running out, a
-        consolidateAfter passing), so that pass runs on time."""
+        no-op decision named an earlier moment to look again (``Decision.recheck_at``), so that
+        pass runs on time."""
         if self._recheck_at is None:
             return self.period
         until = (self._recheck_at - self.deps.clock.now()).total_seconds()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final, Literal
 
+from karpenter_py.controllers.disruption.budgets import next_budget_change
 from karpenter_py.controllers.disruption.candidates import recheck_at
 from karpenter_py.controllers.disruption.context import PassContext, Timer
 from karpenter_py.controllers.disruption.drift import DRIFT
@@ -83,8 +84,20 @@ def next_command(facts: Facts, *, timer: Timer = time.perf_counter) -> Decision:
         unchanged={k: v for k, v in ctx.unchanged.items() if k not in taken},
         timed_out=tuple(ctx.timed_out),
         eligible=dict(ctx.eligible),
-        recheck_at=recheck_at(facts.snapshot.nodes, ctx.candidates, facts.now),
+        recheck_at=_recheck_at(ctx),
     )
+
+
+def _recheck_at(ctx: PassContext) -> datetime | None:
+    """When to look again though nothing changes: a node's time-based block running out, or a
+    budget window of a candidate's pool opening or closing."""
+    now = ctx.facts.now
+    pools = {c.pool_name: c.nodepool for c in ctx.candidates}
+    moments = [
+        recheck_at(ctx.facts.snapshot.nodes, ctx.candidates, now),
+        *(next_budget_change(np, now) for np in pools.values()),
+    ]
+    return min((m for m in moments if m is not None), default=None)
 
 
 def evaluate(

@@ -238,6 +238,11 @@ NOT_YET = {"disruption": {"consolidateAfter": "90m"}, "conditions": LIFECYCLE}  
 PASSED = {"disruption": {"consolidateAfter": "30m"}, "conditions": LIFECYCLE}  # ready 00:30
 
 
+def window(schedule: str) -> dict[str, str]:
+    """A budget allowing 0 for an hour from each ``schedule`` hit."""
+    return {"nodes": "0", "schedule": schedule, "duration": "1h"}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "nominated", "recheck"),
     [
@@ -251,6 +256,17 @@ PASSED = {"disruption": {"consolidateAfter": "30m"}, "conditions": LIFECYCLE}  #
         # Passed, the condition not written yet: its write is a cluster change, not a time.
         (PASSED, {}, None),
         ({"disruption": {"consolidateAfter": "Never"}, "conditions": LIFECYCLE}, {}, None),
+        # A budget window of the candidate's pool closing (00:30-01:30) or opening (at 02:00).
+        (
+            {"disruption": {"consolidateAfter": "0s", "budgets": [window("30 0 * * *")]}},
+            {},
+            NOW + timedelta(minutes=30),
+        ),
+        (
+            {"disruption": {"consolidateAfter": "0s", "budgets": [window("0 2 * * *")]}},
+            {},
+            NOW + timedelta(hours=1),
+        ),
     ],
 )
 def test_a_time_based_reason_names_when_to_look_again(
