@@ -103,6 +103,7 @@ class _Window(Generic[T, R]):
 # ``execute(bucket, items)`` answers each item in order: its result, or the exception that item's
 # caller should see.
 Execute = Callable[[K, Sequence[T]], Awaitable[Sequence[R | Exception]]]
+Unclaimed = Callable[[K, Sequence[R]], None]
 
 
 class CallBatcher(Generic[K, T, R]):
@@ -113,7 +114,11 @@ class CallBatcher(Generic[K, T, R]):
     The first caller of a window leads it: it waits out the window and makes the call itself, so
     no background task is needed. If the leader is cancelled before the answer, its followers
     ask again (one of them leads the next window); a follower that is cancelled just stops
-    waiting. An exception from ``execute`` itself reaches every caller of the batch."""
+    waiting. An exception from ``execute`` itself reaches every caller of the batch.
+
+    ``interchangeable``: every caller of a bucket asks for one of equal things (one of N
+    instances launched together), so results go to the callers still waiting, in order, before
+    any error does; results no caller is left to take go to ``unclaimed(bucket, results)``."""
 
     def __init__(
         self,
@@ -122,10 +127,14 @@ class CallBatcher(Generic[K, T, R]):
         idle: float,
         max_window: float,
         max_items: int,
+        interchangeable: bool = False,
+        unclaimed: Unclaimed[K, R] | None = None,
     ) -> None:
         if idle <= 0 or max_window < idle or max_items < 1:
             raise ValueError("need 0 < idle <= max_window and max_items >= 1")
         self._execute = execute
+        self._interchangeable = interchangeable
+        self._unclaimed = unclaimed
         self.idle = idle
         self.max_window = max_window
         self.max_items = max_items
@@ -177,13 +186,28 @@ class CallBatcher(Generic[K, T, R]):
     async def _run(self, bucket: K, window: _Window[T, R]) -> None:
         self.calls += 1
         try:
-            answers = await self._execute(bucket, window.items)
+            answers = list(await self._execute(bucket, window.items))
         except Exception as exc:
             answers = [exc] * len(window.items)
-        for waiter, answer in zip(window.waiters, answers, strict=True):
-            if waiter.done():  # that caller went away
-                continue
-            if isinstance(answer, Exception):
-                waiter.set_exception(answer)
-            else:
-                waiter.set_result(answer)
+        if len(answers) != len(window.items):  # a bug in execute: every caller hears of it
+            bug = RuntimeError(f"{len(window.items)} items got {len(answers)} answers")
+            answers = [bug] * len(window.items)
+        if not self._interchangeable:
+            for waiter, answer in zip(window.waiters, answers, strict=True):
+                if not waiter.done():  # else that caller went away
+                    _settle(waiter, answer)
+            return
+        waiting = [w for w in window.waiters if not w.done()]
+        answers.sort(key=lambda a: isinstance(a, Exception))  # stable: results first
+        for waiter, answer in zip(waiting, answers, strict=False):
+            _settle(waiter, answer)
+        left = [a for a in answers[len(waiting) :] if not isinstance(a, Exception)]
+        if left and self._unclaimed is not None:
+            self._unclaimed(bucket, left)
+
+
+def _settle(waiter: asyncio.Future[R], answer: R | Exception) -> None:
+    if isinstance(answer, Exception):
+        waiter.set_exception(answer)
+    else:
+        waiter.set_result(answer)

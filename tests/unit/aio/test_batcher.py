@@ -154,3 +154,51 @@ async def test_a_follower_asks_again_when_the_leader_is_cancelled():
     assert leader.cancelled()
     assert follower.result() == 4
     assert execute.batches == [("x", [2])]
+
+
+class Slow:
+    """An ``execute`` that answers after ``release`` is set: ``results`` then errors."""
+
+    def __init__(self, results: list[int]) -> None:
+        self.results = results
+        self.release = asyncio.Event()
+
+    async def __call__(self, bucket: str, items: Sequence[int]) -> list[int | Exception]:
+        await self.release.wait()
+        out: list[int | Exception] = [*self.results[: len(items)]]
+        return out + [LookupError("none left")] * (len(items) - len(out))
+
+
+@pytest.mark.parametrize(
+    ("results", "answers", "unclaimed"),
+    [
+        # 3 asked, 3 came: the one whose caller went away is left over.
+        ([10, 11, 12], [10, 11], [("x", [12])]),
+        # 3 asked, 2 came: both go to the callers still waiting.
+        ([10, 11], [10, 11], []),
+        # 3 asked, 1 came: the first caller still waiting gets it, the other hears the error.
+        ([10], [10, "none left"], []),
+    ],
+)
+async def test_interchangeable_results_go_to_the_callers_still_waiting(
+    results: list[int], answers: list[int | str], unclaimed: list[tuple[str, list[int]]]
+):
+    execute = Slow(results)
+    left: list[tuple[str, list[int]]] = []
+    b: CallBatcher[str, int, int] = CallBatcher(
+        execute,
+        idle=IDLE,
+        max_window=MAX,
+        max_items=3,
+        interchangeable=True,
+        unclaimed=lambda bucket, rest: left.append((bucket, list(rest))),
+    )
+    async with asyncio.TaskGroup() as tg:
+        calls = [tg.create_task(gather_each(b.call("x", i))) for i in range(3)]
+        for _ in range(10):
+            await asyncio.sleep(0)  # the window closed at 3 items; the call is in flight
+        calls[1].cancel()  # a follower goes away mid-call
+        execute.release.set()
+    assert calls[1].cancelled()
+    assert [x for c in (calls[0], calls[2]) for x in c.result()] == answers
+    assert left == unclaimed
