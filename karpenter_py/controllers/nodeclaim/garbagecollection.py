@@ -9,7 +9,7 @@ Two directions, every ``interval`` (upstream: 2 minutes):
   force-removed) is terminated once it has been unclaimed for ``orphan_grace`` seconds (upstream
   AWS: 30 s), long enough for a fresh launch's status write to land in our cache.
 
-Each item is collected on its own, the orphans concurrently (upstream: in parallel): one that
+Each item is collected on its own, up to ``PARALLELISM`` at once (as upstream): one that
 fails (a TerminateInstances error, an API error) is logged, counted in
 ``karpenter_cloudprovider_errors_total{controller="nodeclaim.garbagecollection",method="Delete"}``
 when the cloud refused, and retried after its own backoff (``retry_base`` doubling up to
@@ -37,6 +37,7 @@ log = logging.getLogger("karpenter.nodeclaim.garbagecollection")
 GC_INTERVAL = 120.0
 ORPHAN_GRACE = 30.0
 RETRY_BASE = 1.0  # first retry of a failed item; doubles (jittered) up to the interval
+PARALLELISM = 100  # items collected at once (upstream's)
 
 
 @dataclass(slots=True)
@@ -128,9 +129,12 @@ class NodeClaimGarbageCollector:
             else:
                 due[key] = step
 
+        limit = asyncio.Semaphore(PARALLELISM)
+
         async def attempt(key: str, step: Callable[[], Awaitable[None]]) -> None:
             try:
-                await step()
+                async with limit:
+                    await step()
             except Exception as exc:
                 self._failed(key, exc, out)
             else:
