@@ -2,7 +2,7 @@
 resources."""
 
 from karpenter_py.aio.backoff import Backoff
-from karpenter_py.aio.batcher import Batcher, BatcherStatistics
+from karpenter_py.aio.batcher import Batcher, BatcherStatistics, CallBatcher
 from karpenter_py.aio.clock import Clock, FakeClock, RealClock
 from karpenter_py.aio.resource import AsyncResource
 from karpenter_py.aio.singleflight import SingleFlight
@@ -14,6 +14,7 @@ __all__ = [
     "Backoff",
     "Batcher",
     "BatcherStatistics",
+    "CallBatcher",
     "Clock",
     "FakeClock",
     "RealClock",

@@ -235,8 +235,12 @@ class Cluster:
         self._view = None
 
     def is_nominated(self, name: str, now: datetime) -> bool:
+        return self.nominated_until(name, now) is not None
+
+    def nominated_until(self, name: str, now: datetime) -> datetime | None:
+        """When the nomination of ``name`` runs out, or None when it is not nominated at ``now``."""
         until = self._nominated.get(name)
-        return until is not None and until > now
+        return until if until is not None and until > now else None
 
     # ------------------------------------------------------------------ queries
     def pods_on(self, node_name: str) -> tuple[Pod, ...]:
@@ -284,14 +288,17 @@ class Cluster:
             nc is not None and nc.metadata.deletion_timestamp is not None
         )
         deleting = deleting or (node is not None and bool(node.deletion_timestamp))
-        nominated = self.is_nominated(nc_name, now) or (
-            node is not None and self.is_nominated(node.name, now)
-        )
+        nominated_until = self.nominated_until(nc_name, now) if self._nominated else None
+        if node is not None and self._nominated:
+            by_node = self.nominated_until(node.name, now)
+            if by_node is not None and (nominated_until is None or by_node > nominated_until):
+                nominated_until = by_node
         return StateNode(
             node=node,
             nodeclaim=nc,
             marked_for_deletion=deleting,
-            nominated=nominated,
+            nominated=nominated_until is not None,
+            nominated_until=nominated_until,
             reserved=self._reserved.get(nc_name, {}) if node is None else {},
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from karpenter_py.model.api.common import slim_taints
 from karpenter_py.model.api.nodeclaim import NodeClaim
@@ -27,6 +28,9 @@ class StateNode:
     nodeclaim: NodeClaim | None
     marked_for_deletion: bool = False
     nominated: bool = False
+    # When the nomination runs out (the later of the Node's and the NodeClaim's): disruption
+    # looks again at that moment rather than waiting for a cluster change.
+    nominated_until: datetime | None = None
     # The largest capacity a NodeClaim created a moment ago may launch with (``Cluster.reserve``),
     # charged against its NodePool's limits until it reports its own.
     reserved: Mapping[str, int] = field(default_factory=dict)

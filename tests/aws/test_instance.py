@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
-from karpenter_py.cloudprovider.aws.clients import AwsClients
+from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code
 from karpenter_py.cloudprovider.aws.instance import Instance, InstanceProvider
+from karpenter_py.cloudprovider.aws.instancebatch import InstanceBatcher
 from karpenter_py.cloudprovider.aws.launchtemplates import LaunchTemplateProvider
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from tests.aws.launchsupport import (
@@ -114,3 +117,80 @@ async def test_tag_round_trip(provider: InstanceProvider, launch: Launch) -> Non
     assert got.tags["karpenter.k8s.aws/tagged"] == "true"
     assert got.tags["Name"] == "node-1"
     assert got.tags["karpenter.sh/nodeclaim"] == "a"
+
+
+UNKNOWN = "i-0123456789abcdef0"
+
+
+class RecordingEC2:
+    """The moto EC2 client, with the IDs of every DescribeInstances and TerminateInstances."""
+
+    def __init__(self, ec2: Any) -> None:
+        self._ec2 = ec2
+        self.calls: list[tuple[str, tuple[str, ...]]] = []
+
+    async def describe_instances(self, **kw: Any) -> Any:
+        self.calls.append(("describe", tuple(sorted(kw["InstanceIds"]))))
+        return await self._ec2.describe_instances(**kw)
+
+    async def terminate_instances(self, **kw: Any) -> Any:
+        self.calls.append(("terminate", tuple(sorted(kw["InstanceIds"]))))
+        return await self._ec2.terminate_instances(**kw)
+
+
+async def each(*calls: Awaitable[Any]) -> list[Any]:
+    """Run ``calls`` concurrently; each one's result or its exception."""
+
+    async def one(call: Awaitable[Any]) -> Any:
+        try:
+            return await call
+        except Exception as exc:
+            return exc
+
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(one(c)) for c in calls]
+    return [t.result() for t in tasks]
+
+
+async def test_concurrent_deletes_share_one_describe_and_one_terminate(
+    provider: InstanceProvider, launch: Launch
+) -> None:
+    ids = [(await launch(n)).id for n in ("a", "b", "c")]
+    describes, terminates = provider.batch.describe_calls, provider.batch.terminate_calls
+    assert await each(*(provider.delete(i) for i in ids)) == [None, None, None]
+    assert provider.batch.describe_calls - describes == 1
+    assert provider.batch.terminate_calls - terminates == 1
+    assert await provider.list() == []
+
+
+async def test_one_unknown_id_in_a_terminate_batch_fails_only_its_own_caller(
+    aws: AwsClients, launch: Launch
+) -> None:
+    a, b = (await launch("a")).id, (await launch("b")).id
+    ec2 = RecordingEC2(aws.ec2)
+    batcher = InstanceBatcher(ec2)
+    results = await each(batcher.terminate(a), batcher.terminate(UNKNOWN), batcher.terminate(b))
+    assert (results[0], results[2]) == (None, None)
+    assert error_code(results[1]) == "InvalidInstanceID.NotFound"
+    # EC2 refuses the whole batch for the unknown ID; each is then asked alone.
+    assert ec2.calls[0] == ("terminate", tuple(sorted((a, b, UNKNOWN))))
+    assert sorted(ec2.calls[1:]) == sorted(
+        [("terminate", (a,)), ("terminate", (b,)), ("terminate", (UNKNOWN,))]
+    )
+    states = await aws.ec2.describe_instances(InstanceIds=[a, b])
+    assert {
+        i["InstanceId"]: i["State"]["Name"] for r in states["Reservations"] for i in r["Instances"]
+    } == {a: "terminated", b: "terminated"}
+
+
+async def test_one_unknown_id_in_a_describe_batch_fails_only_its_own_caller(
+    aws: AwsClients, launch: Launch
+) -> None:
+    a = (await launch("a")).id
+    ec2 = RecordingEC2(aws.ec2)
+    batcher = InstanceBatcher(ec2)
+    found, missing = await each(batcher.describe(a), batcher.describe(UNKNOWN))
+    assert found["InstanceId"] == a
+    assert error_code(missing) == "InvalidInstanceID.NotFound"
+    assert ec2.calls[0] == ("describe", tuple(sorted((a, UNKNOWN))))
+    assert sorted(ec2.calls[1:]) == sorted([("describe", (a,)), ("describe", (UNKNOWN,))])

@@ -7,18 +7,19 @@ instances. The batch key is the whole request *except* the per-NodeClaim tags
 (``karpenter.sh/nodeclaim`` and ``Name``): those would make every request unique, so the
 instance provider writes them with CreateTags on the instance it got.
 
-The first caller of a window leads it: it waits out the window and makes the call itself, so no
-background task is needed; if the leader is cancelled before the call, its followers retry.
+The window, its leader and the hand-over when the leader is cancelled are ``aio.CallBatcher``'s;
+the instances of one call are interchangeable, so a caller that went away leaves its instance to
+the next one still waiting.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from karpenter_py.aio.batcher import CallBatcher
 from karpenter_py.cloudprovider.aws.clients import error_code
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
@@ -260,17 +261,6 @@ def is_launch_template_not_found(exc: BaseException) -> bool:
 # ---------------------------------------------------------------- batching
 
 
-class _LeaderGone(Exception):
-    """The window's leader was cancelled before calling; the follower asks again."""
-
-
-@dataclass(slots=True)
-class _Window:
-    waiters: list[asyncio.Future[str]] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    closed: bool = False
-
-
 UnavailableSink = Callable[[tuple[tuple[str, str, str], ...]], None]
 
 
@@ -288,78 +278,26 @@ class FleetBatcher:
     ) -> None:
         self._ec2 = ec2
         self._on_unavailable = on_unavailable
-        self.idle = idle
-        self.max_window = max_window
-        self.max_items = max_items
-        self._open: dict[FleetRequest, _Window] = {}
-        self.calls = 0
+        # The instances of one CreateFleet are interchangeable: whoever still waits gets one.
+        self._batcher: CallBatcher[FleetRequest, None, str] = CallBatcher(
+            self._call,
+            idle=idle,
+            max_window=max_window,
+            max_items=max_items,
+            interchangeable=True,
+            unclaimed=_unclaimed,
+        )
+
+    @property
+    def calls(self) -> int:
+        """CreateFleet API calls made so far."""
+        return self._batcher.calls
 
     async def launch(self, request: FleetRequest) -> str:
-        while True:
-            try:
-                return await self._launch_once(request)
-            except _LeaderGone:
-                continue
+        return await self._batcher.call(request, None)
 
-    async def _launch_once(self, request: FleetRequest) -> str:
-        window = self._open.get(request)
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        if window is not None and not window.closed:
-            window.waiters.append(future)
-            window.arrived.set()
-            if len(window.waiters) >= self.max_items:
-                self._close(request, window)
-            return await future
-        window = _Window(waiters=[future])
-        self._open[request] = window
-        try:
-            await self._wait_window(window)
-        except BaseException:
-            self._close(request, window)
-            for other in window.waiters[1:]:
-                if not other.done():
-                    other.set_exception(_LeaderGone())
-            raise
-        self._close(request, window)
-        await self._call(request, window.waiters)
-        return await future
-
-    def _close(self, request: FleetRequest, window: _Window) -> None:
-        window.closed = True
-        window.arrived.set()
-        if self._open.get(request) is window:
-            del self._open[request]
-
-    async def _wait_window(self, window: _Window) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.max_window
-        while not window.closed:
-            window.arrived.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            try:
-                async with asyncio.timeout(min(self.idle, remaining)):
-                    await window.arrived.wait()
-            except TimeoutError:
-                return
-
-    async def _call(self, request: FleetRequest, waiters: list[asyncio.Future[str]]) -> None:
-        self.calls += 1
-        params = create_fleet_input(request, len(waiters))
-        try:
-            response = await self._ec2.create_fleet(**params)
-        except Exception as exc:
-            for w in waiters:
-                if not w.done():
-                    w.set_exception(exc)
-            return
-        except BaseException:
-            # The leader (waiters[0]) was cancelled mid-call: followers ask again, not hang.
-            for w in waiters[1:]:
-                if not w.done():
-                    w.set_exception(_LeaderGone())
-            raise
+    async def _call(self, request: FleetRequest, waiters: Sequence[None]) -> list[str | Exception]:
+        response = await self._ec2.create_fleet(**create_fleet_input(request, len(waiters)))
         result = parse_fleet_response(request, response)
         failed = unavailable_offerings(result.errors)
         if failed and self._on_unavailable is not None:
@@ -374,19 +312,17 @@ class FleetBatcher:
                 "capacity_type": request.capacity_type,
             },
         )
-        ids = iter(result.instance_ids)
-        for w in waiters:
-            if w.done():  # the caller went away; its instance is left for garbage collection
-                continue
-            instance_id = next(ids, None)
-            if instance_id is None:
-                w.set_exception(FleetLaunchError(result.errors))
-            else:
-                w.set_result(instance_id)
-        leftover = list(ids)
-        if leftover:
-            log.warning(
-                "CreateFleet launched instances nobody waits for any more (garbage collection "
-                "will terminate them)",
-                extra={"instance_ids": leftover},
-            )
+        ids = result.instance_ids
+        if len(ids) > len(waiters):
+            _unclaimed(request, ids[len(waiters) :])
+        return [
+            ids[i] if i < len(ids) else FleetLaunchError(result.errors) for i in range(len(waiters))
+        ]
+
+
+def _unclaimed(_: FleetRequest, instance_ids: Sequence[str]) -> None:
+    log.warning(
+        "CreateFleet launched instances nobody waits for any more (garbage collection "
+        "will terminate them)",
+        extra={"instance_ids": list(instance_ids)},
+    )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from karpenter_py.cloudprovider.aws import fleet
+from karpenter_py.cloudprovider.aws import fleet, instancebatch
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.cloudprovider.aws.launchtemplates import (
@@ -192,14 +192,21 @@ class InstanceProvider:
         batch_idle: float = 0.035,
         batch_max: float = 1.0,
         on_unavailable: fleet.UnavailableSink | None = None,
+        instance_batch_idle: float = instancebatch.IDLE,
+        instance_batch_max: float = instancebatch.MAX_WINDOW,
     ) -> None:
         """``on_unavailable`` hears every (type, zone, capacity type) a CreateFleet reported
-        without capacity, including ones from calls that still launched something."""
+        without capacity, including ones from calls that still launched something.
+        ``instance_batch_*`` are the windows of the batched DescribeInstances and
+        TerminateInstances by ID (``get``, ``delete``)."""
         self._clients = clients
         self._cluster = cluster
         self._launch_templates = launch_templates
         self._fleet = fleet.FleetBatcher(
             clients.ec2, idle=batch_idle, max_window=batch_max, on_unavailable=on_unavailable
+        )
+        self.batch = instancebatch.InstanceBatcher(
+            clients.ec2, idle=instance_batch_idle, max_window=instance_batch_max
         )
 
     @property
@@ -327,19 +334,15 @@ class InstanceProvider:
 
     async def get(self, instance_id: str) -> Instance:
         try:
-            resp = await self._clients.ec2.describe_instances(InstanceIds=[instance_id])
+            raw = await self.batch.describe(instance_id)
         except Exception as exc:
             if error_code(exc) in NOT_FOUND_CODES:
                 raise NodeClaimNotFoundError(f"instance {instance_id} not found") from exc
             raise
-        for reservation in resp.get("Reservations") or []:
-            for raw in reservation.get("Instances") or []:
-                if raw.get("InstanceId") == instance_id:
-                    instance = Instance.from_ec2(raw)
-                    if instance.state == "terminated":
-                        break
-                    return instance
-        raise NodeClaimNotFoundError(f"instance {instance_id} not found or terminated")
+        instance = Instance.from_ec2(raw) if raw is not None else None
+        if instance is None or instance.state == "terminated":
+            raise NodeClaimNotFoundError(f"instance {instance_id} not found or terminated")
+        return instance
 
     async def list(self) -> builtins.list[Instance]:
         reservations = await paginate(
@@ -375,7 +378,7 @@ class InstanceProvider:
     async def delete(self, instance_id: str) -> None:
         await self.get(instance_id)  # NodeClaimNotFoundError when unknown or terminated
         try:
-            await self._clients.ec2.terminate_instances(InstanceIds=[instance_id])
+            await self.batch.terminate(instance_id)
         except Exception as exc:
             if error_code(exc) in NOT_FOUND_CODES:
                 raise NodeClaimNotFoundError(f"instance {instance_id} not found") from exc

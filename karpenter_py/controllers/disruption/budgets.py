@@ -411,6 +411,27 @@ def window_end(budget: Budget, now: datetime) -> datetime | None:
     return None
 
 
+def next_budget_change(nodepool: NodePool, now: datetime) -> datetime | None:
+    """The next moment after ``now`` at which one of the pool's scheduled budgets comes into or
+    goes out of force; None when no scheduled budget will. A budget that cannot be evaluated
+    is skipped: the pool allows 0 until someone fixes it, which is a cluster change."""
+    moments: list[datetime] = []
+    for budget in nodepool.spec.disruption.budgets:
+        try:
+            window = _window(budget)
+            if window is None or window[1] <= timedelta(0):
+                continue  # always in force, or never
+            if budget_active(budget, now):
+                end = window_end(budget, now)
+                if end is not None:
+                    moments.append(end)
+            else:
+                moments.append(window[0].next_after(now))  # no hit in (now - duration, now]
+        except ValueError:
+            continue
+    return min(moments, default=None)
+
+
 def _format_time(moment: datetime, now: datetime) -> str:
     moment, now = as_utc(moment), as_utc(now)
     if moment.date() == now.date():

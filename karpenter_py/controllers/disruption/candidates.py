@@ -337,21 +337,33 @@ def _consolidate_after(candidate: Candidate) -> tuple[timedelta | None, str | No
         return None, f"NodePool {candidate.pool_name!r} has an invalid consolidateAfter {raw!r}"
 
 
-def _consolidatable_block(candidate: Candidate, after: timedelta, now: datetime) -> str | None:
+def _consolidatable_from(candidate: Candidate, after: timedelta) -> tuple[datetime, str] | None:
+    """When ``consolidateAfter`` (``after``) has passed for the candidate, and what it counts
+    from (the last pod event, else initialization); None while the NodeClaim is not
+    initialized."""
     nodeclaim = candidate.node.nodeclaim
     assert nodeclaim is not None
     status = nodeclaim.status
-    if status.is_true(CONDITION_CONSOLIDATABLE):
-        return None
-    raw = candidate.nodepool.spec.disruption.consolidate_after
     initialized = status.get_condition(CONDITION_INITIALIZED)
     if status.last_pod_event_time is not None:
         since, what = status.last_pod_event_time, "last pod event"
     elif initialized is not None and initialized.status == CONDITION_TRUE:
         since, what = initialized.last_transition_time, "initialization"
     else:
+        return None
+    return as_utc(since) + after, what
+
+
+def _consolidatable_block(candidate: Candidate, after: timedelta, now: datetime) -> str | None:
+    nodeclaim = candidate.node.nodeclaim
+    assert nodeclaim is not None
+    if nodeclaim.status.is_true(CONDITION_CONSOLIDATABLE):
+        return None
+    raw = candidate.nodepool.spec.disruption.consolidate_after
+    ready = _consolidatable_from(candidate, after)
+    if ready is None:
         return f"NodeClaim is not {CONDITION_CONSOLIDATABLE} yet"
-    ready_at = as_utc(since) + after
+    ready_at, what = ready
     if ready_at > as_utc(now):
         left = int((ready_at - as_utc(now)).total_seconds())
         return (
@@ -413,6 +425,32 @@ def emptiness_block(candidate: Candidate, now: datetime) -> str | None:
     if not is_empty(candidate.pods):
         return f"node is not empty ({_plural(len(candidate.pods), 'pod')} to move)"
     return _consolidatable_block(candidate, after, now)
+
+
+def recheck_at(
+    nodes: Iterable[StateNode], candidates: Iterable[Candidate], now: datetime
+) -> datetime | None:
+    """The earliest moment after ``now`` at which a reason that keeps a node from disruption
+    runs out by the clock alone: a nomination expiring, or ``consolidateAfter`` passing for a
+    candidate that is not ``Consolidatable`` yet. None when no such moment is ahead.
+
+    A pass that found nothing looks again then, since time passing is not a cluster change
+    that would wake it (upstream waits for its forced 5-minute re-check)."""
+    at = as_utc(now)
+    ahead: list[datetime] = [
+        as_utc(n.nominated_until)
+        for n in nodes
+        if n.nominated_until is not None and n.nodeclaim is not None and not n.marked_for_deletion
+    ]
+    for c in candidates:
+        assert c.node.nodeclaim is not None
+        if c.node.nodeclaim.status.is_true(CONDITION_CONSOLIDATABLE):
+            continue
+        after, _ = _consolidation_enabled(c)
+        ready = _consolidatable_from(c, after) if after is not None else None
+        if ready is not None:
+            ahead.append(ready[0])
+    return min((t for t in ahead if t > at), default=None)
 
 
 def drift_block(candidate: Candidate, *, static: bool = False) -> str | None:

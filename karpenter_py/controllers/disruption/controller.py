@@ -18,7 +18,10 @@ c. the decision (``decide.next_command``) on a snapshot, each pool's instance ty
    ``karpenter_voluntary_disruption_consolidation_timeouts_total``, published as
    ``ConsolidationTimedOut`` on the NodePools concerned and listed under ``timedOut`` in
    ``report()`` with how many candidates it left unexamined. Skipped while the cluster state is
-   unchanged since the last pass that found nothing, with a forced pass every 5 min;
+   unchanged since the last pass that found nothing, with a forced pass every 5 min; a pass that
+   found nothing because of a time-based reason (a nomination, a ``consolidateAfter`` not yet
+   passed, a budget window) names when that runs out (``Decision.recheck_at``), and the loop wakes and decides
+   again at that moment, since time passing is not a cluster change;
 d. consolidation and emptiness commands wait 15 s and are re-validated on fresh facts
    (``decide.revalidate``; emptiness may shrink to the still-empty subset); a rejection publishes
    ``ConsolidationRejected`` and counts ``karpenter_voluntary_disruption_failed_validations_total``;
@@ -126,6 +129,7 @@ class Disruption:
         self.skipped = 0
         self._noop_generation: int | None = None
         self._noop_at = 0.0
+        self._recheck_at: datetime | None = None  # the last no-op decision's ``recheck_at``
         self._blocked_seen: dict[tuple[str, str], float] = {}
         self._unconsolidatable_seen: dict[tuple[str, str], float] = {}
         self._gauge_pools: set[tuple[str, str]] = set()
@@ -151,7 +155,7 @@ class Disruption:
                 if started:
                     await asyncio.sleep(0)  # a checkpoint, then straight into the next pass
                 else:
-                    await self.deps.clock.sleep(self.period)
+                    await self.deps.clock.sleep(self.idle_delay())
 
     async def reconcile(self) -> bool:
         """One pass; True when a command was handed to the queue."""
@@ -175,9 +179,11 @@ class Disruption:
         if not decision.commands:
             self._noop_generation = generation
             self._noop_at = self.deps.clock.monotonic()
+            self._recheck_at = decision.recheck_at
             log.debug("disruption pass found nothing", extra={"decision": self.report()})
             return False
         self._noop_generation = None
+        self._recheck_at = None
         command = decision.commands[0]
         log.info("disruption command found", extra={"command": command_report(command)})
         if needs_validation(command):
@@ -192,9 +198,20 @@ class Disruption:
         # the next pass rather than retrying in a tight loop.
         return entry.outcome in (Outcome.PENDING, Outcome.SUCCEEDED)
 
+    def idle_delay(self) -> float:
+        """Seconds to wait after a pass that started nothing: the period, or less when the last
+        no-op decision named an earlier moment to look again (``Decision.recheck_at``), so that
+        pass runs on time."""
+        if self._recheck_at is None:
+            return self.period
+        until = (self._recheck_at - self.deps.clock.now()).total_seconds()
+        return min(self.period, max(0.0, until))
+
     def _unchanged_since_noop(self, generation: int) -> bool:
         if self._noop_generation is None or generation != self._noop_generation:
             return False
+        if self._recheck_at is not None and self.deps.clock.now() >= self._recheck_at:
+            return False  # a time-based reason the last pass waited on has run out
         return self.deps.clock.monotonic() - self._noop_at < self.recheck_after
 
     async def facts(self, snapshot: Snapshot) -> Facts:
@@ -369,6 +386,9 @@ class Disruption:
         decision = self.last_decision
         return {
             "decidedAt": self.last_decided_at.isoformat() if self.last_decided_at else None,
+            "recheckAt": (
+                decision.recheck_at.isoformat() if decision and decision.recheck_at else None
+            ),
             "commands": [command_report(c) for c in decision.commands] if decision else [],
             "unchanged": dict(sorted(decision.unchanged.items())) if decision else {},
             "timedOut": [timeout_report(t) for t in decision.timed_out] if decision else [],

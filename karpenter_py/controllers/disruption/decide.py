@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final, Literal
 
+from karpenter_py.controllers.disruption.budgets import next_budget_change
+from karpenter_py.controllers.disruption.candidates import recheck_at
 from karpenter_py.controllers.disruption.context import PassContext, Timer
 from karpenter_py.controllers.disruption.drift import DRIFT
 from karpenter_py.controllers.disruption.emptiness import EMPTINESS
@@ -82,7 +84,20 @@ def next_command(facts: Facts, *, timer: Timer = time.perf_counter) -> Decision:
         unchanged={k: v for k, v in ctx.unchanged.items() if k not in taken},
         timed_out=tuple(ctx.timed_out),
         eligible=dict(ctx.eligible),
+        recheck_at=_recheck_at(ctx),
     )
+
+
+def _recheck_at(ctx: PassContext) -> datetime | None:
+    """When to look again though nothing changes: a node's time-based block running out, or a
+    budget window of a candidate's pool opening or closing."""
+    now = ctx.facts.now
+    pools = {c.pool_name: c.nodepool for c in ctx.candidates}
+    moments = [
+        recheck_at(ctx.facts.snapshot.nodes, ctx.candidates, now),
+        *(next_budget_change(np, now) for np in pools.values()),
+    ]
+    return min((m for m in moments if m is not None), default=None)
 
 
 def evaluate(
@@ -95,8 +110,11 @@ def evaluate(
     eligible: dict[Method, int] = {}
     current = facts
     unchanged: dict[str, str] = {}
+    recheck = None
     for step in range(max_commands):
         decision = next_command(current, timer=timer)
+        if step == 0:
+            recheck = decision.recheck_at  # later steps are on a cluster that is not real yet
         # The first pass a method timed out in is the one reported (as for ``eligible``).
         timed_out.extend(
             t for t in decision.timed_out if all(t.method is not s.method for s in timed_out)
@@ -124,6 +142,7 @@ def evaluate(
         unchanged={k: v for k, v in unchanged.items() if k in existing and k not in taken},
         timed_out=tuple(timed_out),
         eligible=eligible,
+        recheck_at=recheck,
     )
 
 

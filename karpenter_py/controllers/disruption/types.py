@@ -177,3 +177,7 @@ class Decision:
     )  # node name -> reason a person can act on
     timed_out: tuple[Timeout, ...] = ()  # methods that hit their time limit (best found returned)
     eligible: dict[Method, int] = field(default_factory=dict)  # candidates each method considered
+    # The earliest moment a node left alone for a time-based reason (a nomination, a
+    # consolidateAfter not yet passed, a budget window) may be disrupted: the controller looks
+    # again then.
+    recheck_at: datetime | None = None

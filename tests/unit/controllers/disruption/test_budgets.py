@@ -15,6 +15,7 @@ from karpenter_py.controllers.disruption.budgets import (
     budget_mapping,
     budget_nodes,
     explain_budget,
+    next_budget_change,
     next_hit,
     parse_cron,
     pool_node_counts,
@@ -558,3 +559,30 @@ def test_window_end_at_the_boundary() -> None:
     assert window_end(b, at("2024-01-01 16:59")) == at("2024-01-01 17:00")
     assert window_end(b, at("2024-01-01 17:00")) is None
     assert window_end(b, at("2024-01-01 17:00") - timedelta(seconds=1)) == at("2024-01-01 17:00")
+
+
+@pytest.mark.parametrize(
+    ("budgets", "expected"),
+    [
+        ([], None),
+        ([{"nodes": "0"}], None),  # always in force
+        # In force at noon: it goes out at 17:00.
+        ([{"nodes": "0", "schedule": "0 9 * * *", "duration": "8h"}], "2024-01-01 17:00"),
+        # Out of force at noon: it comes in at 18:00.
+        ([{"nodes": "0", "schedule": "0 18 * * *", "duration": "1h"}], "2024-01-01 18:00"),
+        # The earliest of several.
+        (
+            [
+                {"nodes": "0", "schedule": "0 18 * * *", "duration": "1h"},
+                {"nodes": "1", "schedule": "0 9 * * *", "duration": "8h"},
+                {"nodes": "10%"},
+            ],
+            "2024-01-01 17:00",
+        ),
+        ([{"nodes": "0", "schedule": "61 * * * *", "duration": "1h"}], None),  # unreadable
+    ],
+)
+def test_next_budget_change(budgets: list[dict[str, Any]], expected: str | None) -> None:
+    assert next_budget_change(pool("p", *budgets), NOON) == (
+        at(expected) if expected is not None else None
+    )

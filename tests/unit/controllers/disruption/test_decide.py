@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -40,7 +40,8 @@ TYPES = kwok_catalog()
 PRICES = {(t.name, o.zone, o.capacity_type): o.price for t in TYPES for o in t.offerings}
 OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
 LINUX = [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]
-CONSOLIDATABLE = [condition(t) for t in ("Launched", "Registered", "Initialized", "Consolidatable")]
+LIFECYCLE = [condition(t) for t in ("Launched", "Registered", "Initialized")]
+CONSOLIDATABLE = [*LIFECYCLE, condition("Consolidatable")]
 C4 = "c-4x-amd64-linux"
 C4_ALLOC = {"cpu": "3900m", "memory": "7Gi", "pods": "110"}
 
@@ -229,6 +230,55 @@ def test_every_node_left_alone_has_a_reason(kwargs: Any, nodes: Any, reason: str
     assert {k: v.split(" (")[0] if "budget" in v else v for k, v in decision.unchanged.items()} == {
         "a": reason.split(" (")[0] if "budget" in reason else reason
     }
+
+
+# --------------------------------------------------------------------------------- look again
+C1 = "c-1x-amd64-linux"  # with a 500m pod: no cheaper replacement, so the pass finds nothing
+NOT_YET = {"disruption": {"consolidateAfter": "90m"}, "conditions": LIFECYCLE}  # ready 01:30
+PASSED = {"disruption": {"consolidateAfter": "30m"}, "conditions": LIFECYCLE}  # ready 00:30
+
+
+def window(schedule: str) -> dict[str, str]:
+    """A budget allowing 0 for an hour from each ``schedule`` hit."""
+    return {"nodes": "0", "schedule": schedule, "duration": "1h"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "nominated", "recheck"),
+    [
+        ({}, {"a": NOW + timedelta(seconds=12)}, NOW + timedelta(seconds=12)),
+        ({}, {"nc-a": NOW + timedelta(seconds=12)}, NOW + timedelta(seconds=12)),
+        ({}, {"a": NOW - timedelta(seconds=1)}, None),  # ran out already
+        (NOT_YET, {}, NOW + timedelta(minutes=30)),
+        (NOT_YET, {"a": NOW + timedelta(seconds=12)}, NOW + timedelta(seconds=12)),
+        # Nominated past its consolidateAfter: nothing changes before the nomination ends.
+        (NOT_YET, {"a": NOW + timedelta(minutes=40)}, NOW + timedelta(minutes=40)),
+        # Passed, the condition not written yet: its write is a cluster change, not a time.
+        (PASSED, {}, None),
+        ({"disruption": {"consolidateAfter": "Never"}, "conditions": LIFECYCLE}, {}, None),
+        # A budget window of the candidate's pool closing (00:30-01:30) or opening (at 02:00).
+        (
+            {"disruption": {"consolidateAfter": "0s", "budgets": [window("30 0 * * *")]}},
+            {},
+            NOW + timedelta(minutes=30),
+        ),
+        (
+            {"disruption": {"consolidateAfter": "0s", "budgets": [window("0 2 * * *")]}},
+            {},
+            NOW + timedelta(hours=1),
+        ),
+    ],
+)
+def test_a_time_based_reason_names_when_to_look_again(
+    kwargs: Any, nominated: dict[str, datetime], recheck: datetime | None
+) -> None:
+    c = build([("a", C1, ["500m"])], **kwargs)
+    for name, until in nominated.items():
+        c.nominate(name, until)
+    decision = next_command(facts(c))
+    assert decision.commands == ()
+    assert decision.recheck_at == recheck
+    assert evaluate(facts(c)).recheck_at == recheck
 
 
 def test_a_pdb_with_no_allowance_blocks() -> None:

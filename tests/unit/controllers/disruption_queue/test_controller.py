@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.controllers.disruption import events
 from karpenter_py.controllers.disruption.controller import Disruption
-from karpenter_py.controllers.disruption.decide import Facts
+from karpenter_py.controllers.disruption.decide import Facts, next_command
 from karpenter_py.controllers.disruption.drift import DRIFT
 from karpenter_py.controllers.disruption.multinode import MULTI_NODE
 from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE
@@ -110,6 +111,77 @@ async def test_nothing_changed_skips_the_decision_until_the_forced_recheck() -> 
     assert len(decide.facts) == 3
     assert decide.facts[-1].indexes is w.rounds.indexes
     assert d.report()["unchanged"] == {"n1": "no disruption method applies"}
+
+
+class CountingDecide:
+    """The real decision, with every answer kept."""
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []
+
+    def __call__(self, facts: Facts) -> Decision:
+        self.decisions.append(next_command(facts))
+        return self.decisions[-1]
+
+
+async def settle() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+NOMINATED = "node is nominated for pending pods"
+NOT_CONSOLIDATABLE = (
+    "consolidateAfter 0s has passed since initialization but the NodeClaim is not "
+    "Consolidatable yet"
+)
+
+
+@pytest.mark.parametrize(
+    ("consolidate_after", "nominated_for", "due", "first", "then"),
+    [
+        # A nomination for 25 s: the pass runs again at 25 s, not at the forced 5 min one.
+        ("0s", 25.0, 25.0, NOMINATED, NOT_CONSOLIDATABLE),
+        # Initialized at 00:00, now 01:00: consolidateAfter 62m5s passes 125 s from now.
+        (
+            "62m5s",
+            None,
+            125.0,
+            "consolidateAfter 62m5s not yet passed since initialization "
+            "(consolidatable at 01:02:05 UTC, in 125s)",
+            "consolidateAfter 62m5s has passed since initialization but the NodeClaim is not "
+            "Consolidatable yet",
+        ),
+    ],
+)
+async def test_the_loop_decides_again_when_a_time_based_reason_runs_out(
+    consolidate_after: str, nominated_for: float | None, due: float, first: str, then: str
+) -> None:
+    w = World(factories.nodepool("default", disruption={"consolidateAfter": consolidate_after}))
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    start = w.clock.now()
+    if nominated_for is not None:
+        w.cluster.nominate("n1", start + timedelta(seconds=nominated_for))
+    decide = CountingDecide()
+    d = controller(w, decide, period=10.0)
+    async with asyncio.TaskGroup() as tg:
+        loop = tg.create_task(d.run())
+        await settle()
+        assert [x.unchanged for x in decide.decisions] == [{"n1": first}]
+        assert decide.decisions[0].recheck_at == start + timedelta(seconds=due)
+        assert d.report()["recheckAt"] == (start + timedelta(seconds=due)).isoformat()
+        # Nothing changes in the cluster: the periodic passes before the moment are skipped...
+        passes = int(due // 10)
+        for _ in range(passes):
+            w.clock.step(10)
+            await settle()
+        assert (d.passes, d.skipped, len(decide.decisions)) == (passes + 1, passes, 1)
+        # ...and the loop wakes at the moment itself and decides again.
+        w.clock.step(due - 10 * passes)
+        await settle()
+        assert (d.passes, d.skipped) == (passes + 2, passes)
+        assert [x.unchanged for x in decide.decisions] == [{"n1": first}, {"n1": then}]
+        assert decide.decisions[1].recheck_at is None
+        loop.cancel()
 
 
 async def test_unconsolidatable_events_carry_the_reason_and_repeat_after_15_minutes() -> None:
