@@ -13,6 +13,12 @@ spec at launch. ``is_drifted`` answers ``NodeClassDrifted`` when the class's cur
 differently (same hash version only; no annotation or no class: not drifted). Both read the class
 through one short per-class cache, so a spec edit is noticed within ``NODECLASS_CACHE_SECONDS``.
 
+Bare nodes (``bare_nodes=True``, a fault for tests, never a default): the Node registers as a
+kubelet whose user data passes no ``--node-labels`` would, with only what the kubelet and the
+cloud set (hostname, os, arch, instance type, zone, region) and the unregistered taint. The
+NodeClaim's labels and taints reach it only through registration; the launch still reports the
+offering it resolved.
+
 The provider reaches the API through ``NodeAPI``, a port the manager fills with the kube client,
 so this package stays independent of ``kube``.
 """
@@ -27,7 +33,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Final, Protocol
 
 from karpenter_py.cloudprovider.errors import InsufficientCapacityError, NodeClaimNotFoundError
 from karpenter_py.cloudprovider.protocol import NodeClassRef, RepairPolicy
@@ -43,10 +49,13 @@ from karpenter_py.model.labels import (
     KWOK_GROUP,
     KWOK_NODE_ANNOTATION,
     KWOKNODECLASS_HASH_VERSION,
+    LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
+    LABEL_OS,
+    LABEL_TOPOLOGY_REGION,
     LABEL_TOPOLOGY_ZONE,
     TAINT_UNREGISTERED_KEY,
 )
@@ -60,6 +69,18 @@ KWOK_NODE_LABEL = "kwok.x-k8s.io/node"  # kwok's default node selector is the an
 REASON_NODECLASS_DRIFTED = "NodeClassDrifted"
 Raw = dict[str, object]
 OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
+# What a Node carries when its kubelet registers it bare: the kubelet's and the cloud's labels.
+KUBELET_LABELS: Final = frozenset(
+    {
+        LABEL_HOSTNAME,
+        LABEL_OS,
+        LABEL_ARCH,
+        LABEL_INSTANCE_TYPE,
+        LABEL_TOPOLOGY_ZONE,
+        LABEL_TOPOLOGY_REGION,
+        KWOK_NODE_LABEL,
+    }
+)
 
 
 class NodeAPI(Protocol):
@@ -85,12 +106,14 @@ class KwokCloudProvider:
         *,
         registration_delay: float = 0.0,
         unavailable: Sequence[OfferingKey] = (),
+        bare_nodes: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self._types = {it.name: it for it in instance_types}
         self.registration_delay = registration_delay
+        self.bare_nodes = bare_nodes
         self._sleep = sleep
         self._monotonic = monotonic
         self._unavailable: set[OfferingKey] = set(unavailable)
@@ -150,13 +173,14 @@ class KwokCloudProvider:
         if nodeclass is not None:
             annotations[KWOK_ANNOTATION_KWOKNODECLASS_HASH] = nodeclass_hash(nodeclass)
             annotations[KWOK_ANNOTATION_KWOKNODECLASS_HASH_VERSION] = KWOKNODECLASS_HASH_VERSION
-        body = self._node(nodeclaim, it, offering, annotations)
+        resolved = self._labels(nodeclaim, it, offering)
+        body = self._node(nodeclaim, it, resolved, annotations)
         delay = await self._registration_delay(nodeclaim)
         if delay > 0:
             await self._sleep(delay)
         created = await self.api.create_node(body)
         self.created[name] = f"{PROVIDER_PREFIX}{name}"
-        return self._to_nodeclaim(nodeclaim, created)
+        return self._to_nodeclaim(nodeclaim, created, resolved)
 
     async def delete(self, nodeclaim: NodeClaim) -> None:
         name = self._node_name(nodeclaim)
@@ -261,14 +285,9 @@ class KwokCloudProvider:
             )
         return best[2], best[3]
 
-    def _node(
-        self,
-        nodeclaim: NodeClaim,
-        it: InstanceType,
-        offering: Offering,
-        annotations: Mapping[str, str],
-    ) -> Raw:
-        name = nodeclaim.metadata.name or ""
+    @staticmethod
+    def _labels(nodeclaim: NodeClaim, it: InstanceType, offering: Offering) -> dict[str, str]:
+        """Every label the launched node carries: the NodeClaim's and the offering's."""
         labels: dict[str, str] = {}
         for r in nodeclaim.spec.requirements:
             if r.operator == "In" and len(r.values) == 1:
@@ -283,22 +302,37 @@ class KwokCloudProvider:
                 LABEL_INSTANCE_TYPE: it.name,
                 LABEL_TOPOLOGY_ZONE: offering.zone,
                 LABEL_CAPACITY_TYPE: offering.capacity_type,
-                LABEL_HOSTNAME: name,
+                LABEL_HOSTNAME: nodeclaim.metadata.name or "",
                 KWOK_NODE_LABEL: "fake",
             }
         )
+        return labels
+
+    def _node(
+        self,
+        nodeclaim: NodeClaim,
+        it: InstanceType,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+    ) -> Raw:
+        """The Node with ``labels`` and the NodeClaim's taints; a bare one with the kubelet's
+        labels alone and no taint but the unregistered one."""
+        name = nodeclaim.metadata.name or ""
         taints = [{"key": TAINT_UNREGISTERED_KEY, "effect": "NoExecute"}]
-        for t in [*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints]:
-            taint = {"key": t.key, "effect": t.effect}
-            if t.value:
-                taint["value"] = t.value
-            taints.append(taint)
+        if self.bare_nodes:
+            labels = {k: v for k, v in labels.items() if k in KUBELET_LABELS}
+        else:
+            for t in [*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints]:
+                taint = {"key": t.key, "effect": t.effect}
+                if t.value:
+                    taint["value"] = t.value
+                taints.append(taint)
         return {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
                 "name": name,
-                "labels": labels,
+                "labels": dict(labels),
                 "annotations": dict(annotations),
             },
             "spec": {"providerID": f"{PROVIDER_PREFIX}{name}", "taints": taints},
@@ -309,8 +343,11 @@ class KwokCloudProvider:
             },
         }
 
-    def _to_nodeclaim(self, nodeclaim: NodeClaim, node: Raw) -> NodeClaim:
-        """The NodeClaim with what the launch resolved: provider ID, capacity, labels."""
+    def _to_nodeclaim(
+        self, nodeclaim: NodeClaim, node: Raw, resolved: Mapping[str, str] | None = None
+    ) -> NodeClaim:
+        """The NodeClaim with what the launch resolved: provider ID, capacity, labels (the
+        offering's ``resolved`` labels when known, else the Node's)."""
         launched = self._from_node(node)
         out = nodeclaim.model_copy(deep=True)
         out.status.provider_id = launched.status.provider_id
@@ -324,7 +361,7 @@ class KwokCloudProvider:
             ):
                 if isinstance(value := node_annotations.get(key), str):
                     out.metadata.annotations[key] = value
-        labels = dict(launched.metadata.labels or {})
+        labels = dict(resolved if resolved is not None else launched.metadata.labels or {})
         labels.update(out.metadata.labels or {})  # the NodeClaim's own labels win
         labels.pop(KWOK_NODE_LABEL, None)
         labels.pop(LABEL_HOSTNAME, None)

@@ -207,7 +207,9 @@ def existing_node(sn: StateNode, pods: Sequence[Pod], daemonsets: Sequence[Pod])
         capacity=sn.capacity,
         provider_id=sn.provider_id,
     )
-    node = replace(node, labels=labels, allocatable=sn.allocatable)
+    # The state's judgement, not the Node's own: a node not initialized yet is taken as what its
+    # NodeClaim makes it (StateNode.labels and .taints).
+    node = replace(node, labels=labels, taints=sn.taints, allocatable=sn.allocatable)
     existing = ExistingNode(
         node=node,
         pods=tuple(pods),

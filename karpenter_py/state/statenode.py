@@ -54,10 +54,20 @@ class StateNode:
 
     @property
     def labels(self) -> Mapping[str, str]:
-        """The Node's labels; for a NodeClaim in flight, what its node will carry: the claim's
-        labels plus every single-valued ``In`` requirement (as upstream labels a new node)."""
-        if self.node is not None:
+        """What the scheduler may count on the node carrying. A Node Karpenter has not finished
+        setting up (not initialized) is judged by its NodeClaim, as upstream's state does: a
+        kubelet may register it bare (user data without ``--node-labels``) and registration copies
+        the claim's labels over only a moment later, so the Node's labels plus the claim's (what
+        registration will write). For a NodeClaim in flight, what its node will carry."""
+        if self.node is None:
+            return self._claim_labels()
+        if self.nodeclaim is None or self.initialized:
             return self.node.labels
+        return {**self.node.labels, **self._claim_labels()}
+
+    def _claim_labels(self) -> dict[str, str]:
+        """The claim's labels plus every single-valued ``In`` requirement (as upstream labels a
+        new node)."""
         assert self.nodeclaim is not None
         labels = dict(self.nodeclaim.metadata.labels or {})
         for req in self.nodeclaim.spec.requirements:
@@ -71,19 +81,22 @@ class StateNode:
 
     @property
     def managed(self) -> bool:
-        return self.nodeclaim is not None or bool(self.node_pool)
+        # The Node's own labels: ``labels`` itself depends on whether the node is managed.
+        return self.nodeclaim is not None or (
+            self.node is not None and bool(self.node.labels.get(LABEL_NODEPOOL))
+        )
 
     @property
     def registered(self) -> bool:
         return self.node is not None and (
-            not self.managed or self.labels.get(LABEL_NODE_REGISTERED) == "true"
+            not self.managed or self.node.labels.get(LABEL_NODE_REGISTERED) == "true"
         )
 
     @property
     def initialized(self) -> bool:
         if self.node is None:
             return False
-        return not self.managed or self.labels.get(LABEL_NODE_INITIALIZED) == "true"
+        return not self.managed or self.node.labels.get(LABEL_NODE_INITIALIZED) == "true"
 
     @property
     def in_flight(self) -> bool:
@@ -100,12 +113,17 @@ class StateNode:
 
     @property
     def taints(self) -> tuple[Taint, ...]:
-        if self.node is not None:
+        """The taints pods will meet, as upstream's state judges a managed node that is not
+        initialized: before registration (in flight, or a Node registered bare whose taints are
+        not synced yet) the claim's ``spec.taints``; after it, the Node's without the claim's
+        startup taints. Startup taints are expected to go away."""
+        if self.nodeclaim is not None and not self.registered:
+            return slim_taints(self.nodeclaim.spec.taints)
+        assert self.node is not None
+        if self.nodeclaim is None or self.initialized:
             return self.node.taints
-        assert self.nodeclaim is not None
-        # spec.taints only: startup taints are expected to go away, as upstream's state treats an
-        # uninitialized managed node.
-        return slim_taints(self.nodeclaim.spec.taints)
+        startup = {(t.key, t.effect) for t in self.nodeclaim.spec.startup_taints}
+        return tuple(t for t in self.node.taints if (t.key, t.effect) not in startup)
 
     @property
     def allocatable(self) -> dict[str, int]:

@@ -103,3 +103,64 @@ async def test_delete_reports_not_found_once_the_node_is_gone() -> None:
     await cloud.delete(launched)
     with pytest.raises(NodeClaimNotFoundError):
         await cloud.delete(launched)
+
+
+# The kubelet's and the cloud's labels: what even a bare Node carries.
+KUBELET = {
+    "node.kubernetes.io/instance-type": "c-4x-amd64-linux",
+    "topology.kubernetes.io/zone": "test-zone-a",
+    "kubernetes.io/arch": "amd64",
+    "kubernetes.io/os": "linux",
+    "kubernetes.io/hostname": "nc-1",
+    "kwok.x-k8s.io/node": "fake",
+}
+# What the launch resolves and reports on the NodeClaim (registration copies it to the Node).
+RESOLVED = {
+    "node.kubernetes.io/instance-type": "c-4x-amd64-linux",
+    "topology.kubernetes.io/zone": "test-zone-a",
+    "karpenter.sh/capacity-type": "spot",
+    "kubernetes.io/arch": "amd64",
+    "kubernetes.io/os": "linux",
+    "karpenter.kwok.sh/instance-size": "4",
+    "karpenter.kwok.sh/instance-family": "c",
+    "karpenter.kwok.sh/instance-cpu": "4",
+    "karpenter.kwok.sh/instance-memory": "8Gi",
+    "karpenter.sh/nodepool": "default",
+    "team": "a",
+}
+UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
+TEAM = {"key": "team", "value": "a", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("bare", "node_labels", "node_taints"),
+    [
+        pytest.param(False, {**RESOLVED, **KUBELET}, [UNREGISTERED, TEAM], id="labelled"),
+        pytest.param(True, KUBELET, [UNREGISTERED], id="bare"),
+    ],
+)
+async def test_a_bare_node_registers_without_the_nodeclaims_labels_and_taints(
+    bare: bool, node_labels: dict[str, str], node_taints: list[dict[str, str]]
+) -> None:
+    api = FakeNodeAPI()
+    cloud = KwokCloudProvider(api, kwok_catalog(), bare_nodes=bare)
+    nc = factories.nodeclaim(
+        "nc-1",
+        launched=False,
+        labels={"team": "a"},
+        taints=[TEAM],
+        requirements=[
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": ["c-4x-amd64-linux"],
+            },
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-a"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+        ],
+    )
+    launched = await cloud.create(nc)
+    node = api.nodes["nc-1"]
+    assert node["metadata"]["labels"] == node_labels
+    assert node["spec"]["taints"] == node_taints
+    assert launched.metadata.labels == RESOLVED  # either way
