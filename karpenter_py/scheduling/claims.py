@@ -62,6 +62,11 @@ class _Place(ABC):
             return self._try_volumes(st, topology, signature, reqs, volumes)
         return self._place(st, topology, reqs)
 
+    def refuses_for_good(self, signature: tuple[object, ...]) -> bool:
+        """Whether the last ``try_add`` of this signature failed on what adding pods cannot undo
+        (room, taints, labels, ports), not on topology."""
+        return self._refused.get(signature) == self.version
+
     def _try_volumes(
         self,
         st: PodState,

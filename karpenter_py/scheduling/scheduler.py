@@ -100,10 +100,14 @@ class _Solver:
             else ExistingBase(inp.existing, existing_slot_parts)
         )
         self.slots = ExistingSlots(base)
-        # signature -> the first existing slot a pod of that signature may still fit. Slots
-        # only fill up during a solve, so a slot that refused a pod refuses every later pod of
-        # its signature, unless topology (which changes as pods land) has a say.
-        self.resume: dict[tuple[object, ...], int] = {}
+        # (signature, topology prefilter) -> the first existing slot a pod alike may still fit.
+        # Slots only fill up during a solve, so a slot that refused a pod for want of room, a
+        # taint, a label or a port refuses every later pod of its signature; one the prefilter
+        # ruled out stays out under the same filter (hostname counts only grow, a node's domain
+        # is fixed). A refusal by topology's full check may change as pods land: it stops the
+        # resume point. In a cluster of 5,000 nodes a constrained pod otherwise scanned every
+        # node before its first fit.
+        self.resume: dict[object, int] = {}
         self.topology = Topology(
             universe=self._universe(),
             placed=(),
@@ -314,22 +318,26 @@ class _Solver:
         requests = st.pod.requests
         pre = self.topology.prefilter(st.index, st.pod, st.strict_requirements)
         check = bool(pre.hostnames or pre.domains)
-        monotone = not self.topology.constrains(st.index, st.pod)
-        start = self.resume.get(sig, 0) if monotone else 0
+        # Resume where an earlier pod alike under the same filters left off: every slot before
+        # that point refused such a pod for good (see ``resume``).
+        key = (sig, pre.shape) if check else sig
+        live: int | None = None  # the first slot seen that may still take a pod alike
         slots = self.slots
         parts = slots.base.parts
         names = slots.base.names
-        for i in slots.candidates(requests, start):
+        for i in slots.candidates(requests, self.resume.get(key, 0)):
             if check and pre.rules_out(names[i], parts[i].requirements):
                 continue
             slot = slots[i]
-            if slot.has_room(requests) and slot.try_add(st, self.topology, sig, volumes) is None:
+            if not slot.has_room(requests):
+                continue
+            if slot.try_add(st, self.topology, sig, volumes) is None:
                 slots.update(i)
-                if monotone:
-                    self.resume[sig] = i
+                self.resume[key] = i if live is None else live
                 return None
-        if monotone:
-            self.resume[sig] = len(self.slots)
+            if live is None and not slot.refuses_for_good(sig):
+                live = i  # topology refused it: that may change as pods land
+        self.resume[key] = len(slots) if live is None else live
         for count in sorted(self.buckets):
             for claim in self.buckets[count]:
                 if check and pre.rules_out(claim.hostname, claim.requirements):

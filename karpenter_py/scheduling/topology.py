@@ -247,6 +247,12 @@ class Prefilter:
     hostnames: tuple[tuple[dict[str, int], int], ...]
     domains: tuple[tuple[str, frozenset[str]], ...]
 
+    @property
+    def shape(self) -> tuple[object, ...]:
+        """What the filter rules out, as a key: the hostname groups (their counts only grow
+        during a solve, so a node out stays out) and the allowed domains per key."""
+        return (tuple((id(c), t) for c, t in self.hostnames), self.domains)
+
     def rules_out(self, hostname: str, reqs: Mapping[str, Req]) -> bool:
         for counts, threshold in self.hostnames:
             if counts.get(hostname, 0) >= threshold:
