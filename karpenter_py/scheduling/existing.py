@@ -18,7 +18,7 @@ from typing import Final
 from karpenter_py.model.core import HostPort, Taint
 from karpenter_py.model.labels import LABEL_HOSTNAME, RESOURCE_CPU, RESOURCE_MEMORY
 from karpenter_py.scheduling.inputs import ExistingNode
-from karpenter_py.scheduling.requirements import Requirements
+from karpenter_py.scheduling.requirements import Req, Requirements
 from karpenter_py.scheduling.taints import is_ephemeral
 from karpenter_py.scheduling.topology import DomainSource, ExistingPods, Placed, PlacedGroup
 
@@ -82,8 +82,10 @@ class ExistingBase:
     kept, and building one is idempotent, so solves in threads may share a base."""
 
     __slots__ = (
+        "_allowed",
         "_domains",
         "_keys",
+        "_values",
         "cpu",
         "existing",
         "initialized",
@@ -113,6 +115,8 @@ class ExistingBase:
         self.memory: tuple[int, ...] = self._block_max(RESOURCE_MEMORY)
         self._domains: dict[str, dict[str, list[DomainSource]]] = {}
         self._keys: tuple[str, ...] | None = None
+        self._values: dict[str, tuple[str | None, ...]] = {}
+        self._allowed: dict[tuple[str, frozenset[str]], tuple[int, ...]] = {}
 
     def patched(
         self, existing: Sequence[ExistingNode], parts: Callable[[ExistingNode], SlotParts]
@@ -155,6 +159,8 @@ class ExistingBase:
         )
         base._domains = self._domains if same_domains else {}
         base._keys = self._keys if same_domains else None
+        base._values = self._values if same_domains else {}
+        base._allowed = self._allowed if same_domains else {}
         return base
 
     def same_nodes(self, existing: Sequence[ExistingNode]) -> bool:
@@ -180,6 +186,26 @@ class ExistingBase:
             self._domains[key] = values
         return values
 
+    def values(self, key: str) -> tuple[str | None, ...]:
+        """Each slot's value of the label ``key`` (None: it has none), in slot order."""
+        held = self._values.get(key)
+        if held is None:
+            held = tuple(_single(p.requirements.get(key)) for p in self.parts)
+            self._values[key] = held
+        return held
+
+    def allowed(self, key: str, domains: frozenset[str]) -> tuple[int, ...]:
+        """The slots a pod limited to ``domains`` of ``key`` may go to, in order: those with a
+        value of the key in ``domains``, and those without the label (``Prefilter.rules_out``
+        leaves those to the full check)."""
+        held = self._allowed.get((key, domains))
+        if held is None:
+            held = tuple(i for i, v in enumerate(self.values(key)) if v is None or v in domains)
+            if len(self._allowed) >= 64:  # the allowed sets of a solve are few; never grow
+                self._allowed.clear()
+            self._allowed[(key, domains)] = held
+        return held
+
     def label_keys(self) -> tuple[str, ...]:
         """Every label key some node has (requirements' keys), in first-seen order."""
         if self._keys is None:
@@ -198,3 +224,8 @@ def _patch_blocks(
     for b in {i // BLOCK for i in slots}:
         out[b] = max(p.remaining.get(resource, 0) for p in parts[b * BLOCK : (b + 1) * BLOCK])
     return tuple(out)
+
+
+def _single(req: Req | None) -> str | None:
+    """The one value a node's requirement pins (its label's), else None."""
+    return req.single() if req is not None else None

@@ -10,6 +10,7 @@ ends when a full pass over the queue places nothing and relaxes nothing.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -323,10 +324,17 @@ class _Solver:
         key = (sig, pre.shape) if check else sig
         live: int | None = None  # the first slot seen that may still take a pod alike
         slots = self.slots
-        parts = slots.base.parts
         names = slots.base.names
-        for i in slots.candidates(requests, self.resume.get(key, 0)):
-            if check and pre.rules_out(names[i], parts[i].requirements):
+        start = self.resume.get(key, 0)
+        # The domain filters pick slots from the base's per-domain lists; hostnames are checked
+        # one by one (their counts change as pods land).
+        hosts = pre.hostnames
+        for i in (
+            slots.within(pre.domains, requests, start)
+            if pre.domains
+            else slots.candidates(requests, start)
+        ):
+            if hosts and pre.rules_out_host(names[i]):
                 continue
             slot = slots[i]
             if not slot.has_room(requests):
@@ -685,6 +693,29 @@ class ExistingSlots:
         rooms = [self._remaining(j) for j in range(b * BLOCK, min((b + 1) * BLOCK, len(self)))]
         self.cpu[b] = max(r.get(RESOURCE_CPU, 0) for r in rooms)
         self.memory[b] = max(r.get(RESOURCE_MEMORY, 0) for r in rooms)
+
+    def within(
+        self,
+        domains: Sequence[tuple[str, frozenset[str]]],
+        requests: Mapping[str, int],
+        start: int = 0,
+    ) -> Iterator[int]:
+        """``candidates`` restricted to the slots in the allowed domains of each label key
+        (``Prefilter.domains``): those of the first key from the base's list, the others by
+        their value."""
+        (key, allowed), *others = domains
+        listed = self.base.allowed(key, allowed)
+        checks = [(self.base.values(k), a) for k, a in others]
+        cpu = requests.get(RESOURCE_CPU)
+        memory = requests.get(RESOURCE_MEMORY)
+        for i in listed[bisect_left(listed, start) :]:
+            b = i // BLOCK
+            if (cpu is not None and self.cpu[b] < cpu) or (
+                memory is not None and self.memory[b] < memory
+            ):
+                continue
+            if all(values[i] is None or values[i] in a for values, a in checks):
+                yield i
 
     def candidates(self, requests: Mapping[str, int], start: int = 0) -> Iterator[int]:
         """The index of every slot from ``start`` on, in a block that might hold ``requests``,

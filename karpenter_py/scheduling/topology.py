@@ -253,10 +253,16 @@ class Prefilter:
         during a solve, so a node out stays out) and the allowed domains per key."""
         return (tuple((id(c), t) for c, t in self.hostnames), self.domains)
 
-    def rules_out(self, hostname: str, reqs: Mapping[str, Req]) -> bool:
+    def rules_out_host(self, hostname: str) -> bool:
+        """Whether a hostname group keeps the pod off the node of this hostname."""
         for counts, threshold in self.hostnames:
             if counts.get(hostname, 0) >= threshold:
                 return True
+        return False
+
+    def rules_out(self, hostname: str, reqs: Mapping[str, Req]) -> bool:
+        if self.rules_out_host(hostname):
+            return True
         for key, allowed in self.domains:
             req = reqs.get(key)
             if req is not None and not req.complement and req.values.isdisjoint(allowed):

@@ -119,3 +119,78 @@ def test_a_base_is_reused_for_the_same_nodes_and_patched_where_pods_changed() ->
     # A different set of nodes builds a new base.
     fewer = cache.existing_base(nodes[:10])
     assert _fields(fewer) == _fields(ExistingBase(nodes[:10], existing_slot_parts))
+
+
+def _zoned() -> ExistingSlots:
+    # n00..n69: zone a, b, c in turn, except every tenth node, which has no zone label;
+    # n35 is full.
+    nodes = []
+    for i in range(70):
+        labels = {} if i % 10 == 0 else {"topology.kubernetes.io/zone": "abc"[i % 3]}
+        cpu = "0" if i == 35 else "4"
+        nodes.append(existing(make_node(f"n{i:02d}", cpu=cpu, labels=labels)))
+    return ExistingSlots(ExistingBase(nodes, existing_slot_parts))
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+@pytest.mark.parametrize(
+    ("domains", "start", "requests", "seen"),
+    [
+        # Zone a, and the nodes without a zone (the full check decides for those).
+        (
+            [(ZONE, frozenset("a"))],
+            0,
+            {},
+            [
+                0,
+                3,
+                6,
+                9,
+                10,
+                12,
+                15,
+                18,
+                20,
+                21,
+                24,
+                27,
+                30,
+                33,
+                36,
+                39,
+                40,
+                42,
+                45,
+                48,
+                50,
+                51,
+                54,
+                57,
+                60,
+                63,
+                66,
+                69,
+            ],
+        ),
+        ([(ZONE, frozenset("a"))], 40, {}, [40, 42, 45, 48, 50, 51, 54, 57, 60, 63, 66, 69]),
+        ([(ZONE, frozenset("bc"))], 60, {}, [60, 61, 62, 64, 65, 67, 68]),
+        # A second key is checked by value: no node has it, so it keeps them all.
+        ([(ZONE, frozenset("b")), ("team", frozenset("x"))], 60, {}, [60, 61, 64, 67]),
+        # No node has 5 CPUs: every block is skipped. Blocks hold 4 CPUs (n35 alone is full).
+        ([(ZONE, frozenset("c"))], 30, {"cpu": 5000}, []),
+        (
+            [(ZONE, frozenset("c"))],
+            30,
+            {"cpu": 4000},
+            [30, 32, 35, 38, 40, 41, 44, 47, 50, 53, 56, 59, 60, 62, 65, 68],
+        ),
+    ],
+)
+def test_within_yields_the_slots_of_the_allowed_domains_in_order(
+    domains: list[tuple[str, frozenset[str]]], start: int, requests: dict[str, int], seen: list[int]
+) -> None:
+    slots = _zoned()
+    assert list(slots.within(domains, requests, start)) == seen
+    assert slots.base.values(ZONE)[:4] == (None, "b", "c", "a")
