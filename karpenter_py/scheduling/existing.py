@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from karpenter_py.model.core import HostPort, Taint
 from karpenter_py.model.labels import LABEL_HOSTNAME, RESOURCE_CPU, RESOURCE_MEMORY
@@ -23,6 +23,8 @@ from karpenter_py.scheduling.taints import is_ephemeral
 from karpenter_py.scheduling.topology import DomainSource, ExistingPods, Placed, PlacedGroup
 
 TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
+
+T = TypeVar("T")
 
 # Slots per block of ``ExistingBase.cpu``/``memory``: a pod skips a block none of whose nodes
 # has the CPU or memory it asks for.
@@ -84,7 +86,10 @@ class ExistingBase:
     __slots__ = (
         "_allowed",
         "_domains",
+        "_ids",
         "_keys",
+        "_parent",
+        "_sources",
         "_values",
         "cpu",
         "existing",
@@ -117,6 +122,42 @@ class ExistingBase:
         self._keys: tuple[str, ...] | None = None
         self._values: dict[str, tuple[str | None, ...]] = {}
         self._allowed: dict[tuple[str, frozenset[str]], tuple[int, ...]] = {}
+        self._sources: tuple[DomainSource, ...] | None = None
+        self._ids: dict[int, int] | None = None
+        # (the base this one was cut from, the slots of it kept): per-key views come from its.
+        self._parent: tuple[ExistingBase, tuple[int, ...]] | None = None
+
+    def subset(self, existing: Sequence[ExistingNode]) -> ExistingBase | None:
+        """The base of ``existing`` cut from this one, when ``existing`` holds only nodes of
+        this base: a disruption simulation's nodes, the cluster without the candidates. Slots
+        keep their order, so the per-key views are this base's, picked."""
+        if len(existing) >= len(self.existing):
+            return None
+        if self._ids is None:
+            self._ids = {id(ex): n for n, ex in enumerate(self.existing)}
+        ids, own = self._ids, self.existing
+        at = [ids.get(id(ex), -1) for ex in existing]
+        if any(n < 0 or own[n] is not ex for n, ex in zip(at, existing, strict=True)):
+            return None
+        if len(set(at)) != len(at):
+            return None  # a node twice: not a part of this base
+        kept = tuple(sorted(i for n in at if (i := self.position.get(n)) is not None))
+        base = object.__new__(ExistingBase)
+        base.existing = tuple(existing)
+        base.names = _pick(self.names, kept)
+        base.initialized = _pick(self.initialized, kept)
+        slot_of = {i: k for k, i in enumerate(kept)}
+        base.position = {
+            m: slot_of[i] for m, n in enumerate(at) if (i := self.position.get(n)) is not None
+        }
+        base.parts = _pick(self.parts, kept)
+        base.pods = self.pods.subset(kept)
+        base.cpu = base._block_max(RESOURCE_CPU)
+        base.memory = base._block_max(RESOURCE_MEMORY)
+        base._domains, base._values, base._allowed = {}, {}, {}
+        base._keys, base._sources, base._ids = self._keys, None, None
+        base._parent = (self, kept)
+        return base
 
     def patched(
         self, existing: Sequence[ExistingNode], parts: Callable[[ExistingNode], SlotParts]
@@ -161,6 +202,8 @@ class ExistingBase:
         base._keys = self._keys if same_domains else None
         base._values = self._values if same_domains else {}
         base._allowed = self._allowed if same_domains else {}
+        base._sources = self._sources if same_domains else None
+        base._ids, base._parent = None, None
         return base
 
     def same_nodes(self, existing: Sequence[ExistingNode]) -> bool:
@@ -175,22 +218,34 @@ class ExistingBase:
 
     def domains(self, key: str) -> Mapping[str, Sequence[DomainSource]]:
         """label value -> the nodes whose labels give ``key`` that one value, in slot order."""
-        values = self._domains.get(key)
-        if values is None:
-            values = {}
-            for p in self.parts:
-                req = p.requirements.get(key)
-                single = req.single() if req is not None else None
-                if single is not None:
-                    values.setdefault(single, []).append(DomainSource(p.requirements, p.taints))
-            self._domains[key] = values
-        return values
+        domains = self._domains.get(key)
+        if domains is None:
+            domains = {}
+            for value, source in zip(self.values(key), self.sources(), strict=True):
+                if value is not None:
+                    domains.setdefault(value, []).append(source)
+            self._domains[key] = domains
+        return domains
+
+    def sources(self) -> tuple[DomainSource, ...]:
+        """Each slot as a source of domains (its requirements and taints)."""
+        if self._sources is None:
+            if self._parent is not None:
+                parent, kept = self._parent
+                self._sources = _pick(parent.sources(), kept)
+            else:
+                self._sources = tuple(DomainSource(p.requirements, p.taints) for p in self.parts)
+        return self._sources
 
     def values(self, key: str) -> tuple[str | None, ...]:
         """Each slot's value of the label ``key`` (None: it has none), in slot order."""
         held = self._values.get(key)
         if held is None:
-            held = tuple(_single(p.requirements.get(key)) for p in self.parts)
+            if self._parent is not None:
+                parent, kept = self._parent
+                held = _pick(parent.values(key), kept)
+            else:
+                held = tuple(_single(p.requirements.get(key)) for p in self.parts)
             self._values[key] = held
         return held
 
@@ -224,6 +279,13 @@ def _patch_blocks(
     for b in {i // BLOCK for i in slots}:
         out[b] = max(p.remaining.get(resource, 0) for p in parts[b * BLOCK : (b + 1) * BLOCK])
     return tuple(out)
+
+
+def _pick(items: tuple[T, ...], kept: tuple[int, ...]) -> tuple[T, ...]:
+    """The items at ``kept``, in that order."""
+    if len(kept) < 2:
+        return tuple(items[i] for i in kept)
+    return operator.itemgetter(*kept)(items)  # type: ignore[no-any-return]
 
 
 def _single(req: Req | None) -> str | None:

@@ -333,12 +333,17 @@ class IndexCache:
 
     def existing_base(self, existing: Sequence[ExistingNode]) -> ExistingBase:
         """The base of a solve over ``existing``: a recent one that holds the very same nodes (a
-        round in which no node, NodeClaim or bound pod changed); else the latest one patched
-        where only some nodes' pods changed; else a new one."""
+        round in which no node, NodeClaim or bound pod changed); else one cut from a recent one
+        that holds them all (a disruption simulation's); else a recent one patched where only
+        some nodes' pods changed; else a new one."""
         held = tuple(self._bases)  # a snapshot: other threads may add meanwhile
         for base in held:
             if base.same_nodes(existing):
                 return base
+        for base in held:
+            cut = base.subset(existing)
+            if cut is not None:
+                return cut  # not kept: a simulation's own, and it would push out its parent
         patched = (base.patched(existing, self.existing_parts) for base in held)
         base = next((p for p in patched if p is not None), None) or ExistingBase(
             existing, self.existing_parts

@@ -64,6 +64,9 @@ class Simulator:
             instance_types=instance_types,
             options=replace(chosen, repack=False, repack_split=False),
         )
+        # Every what-if's nodes are these less some: each solve's base is cut from this one
+        # (``IndexCache.existing_base``) instead of built over thousands of nodes again.
+        self.indexes.existing_base(self.base.existing)
         self._uninitialized = {n.name for n in snapshot.nodes if not n.initialized}
         self._marked = {n.name for n in snapshot.nodes if n.marked_for_deletion}
         self.runs = 0

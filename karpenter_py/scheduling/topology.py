@@ -320,22 +320,47 @@ class ExistingPods:
     (``existing.ExistingBase``), so a new topology group reads only its value's lists instead of
     every node's index; read-only once built, and building is idempotent."""
 
-    __slots__ = ("_anti", "_by_label", "groups")
+    __slots__ = ("_anti", "_by_label", "_parent", "groups")
 
     def __init__(self, groups: Sequence[PlacedGroup]) -> None:
         self.groups = tuple(groups)
         self._by_label: dict[str, dict[str, list[list[Placed]]]] = {}
         self._anti: tuple[Placed, ...] | None = None
+        # (the pods this was cut from, the groups of it left out): merged indexes come from its.
+        self._parent: tuple[ExistingPods, tuple[PlacedGroup, ...]] | None = None
+
+    def subset(self, kept: Sequence[int]) -> ExistingPods:
+        """These pods with only the groups at ``kept`` (positions, in order)."""
+        out = ExistingPods([self.groups[i] for i in kept])
+        keep = set(kept)
+        out._parent = (self, tuple(g for i, g in enumerate(self.groups) if i not in keep))
+        return out
 
     def by_label(self, key: str) -> dict[str, list[list[Placed]]]:
         """label value -> the nodes' lists of pods carrying it, for ``key``."""
         merged = self._by_label.get(key)
         if merged is None:
-            merged = {}
-            for group in self.groups:
-                for value, pods in group.by_label(key).items():
-                    merged.setdefault(value, []).append(pods)
+            if self._parent is not None:
+                merged = self._cut(key, *self._parent)
+            else:
+                merged = {}
+                for group in self.groups:
+                    for value, pods in group.by_label(key).items():
+                        merged.setdefault(value, []).append(pods)
             self._by_label[key] = merged
+        return merged
+
+    @staticmethod
+    def _cut(
+        key: str, parent: ExistingPods, gone: Sequence[PlacedGroup]
+    ) -> dict[str, list[list[Placed]]]:
+        """The parent's merged index for ``key`` without the lists of the ``gone`` groups."""
+        dropped = {id(pods) for g in gone for pods in g.by_label(key).values()}
+        merged: dict[str, list[list[Placed]]] = {}
+        for value, lists in parent.by_label(key).items():
+            left = [pods for pods in lists if id(pods) not in dropped] if dropped else lists
+            if left:
+                merged[value] = left
         return merged
 
     def patched(self, groups: Mapping[int, PlacedGroup]) -> ExistingPods:

@@ -194,3 +194,31 @@ def test_within_yields_the_slots_of_the_allowed_domains_in_order(
     slots = _zoned()
     assert list(slots.within(domains, requests, start)) == seen
     assert slots.base.values(ZONE)[:4] == (None, "b", "c", "a")
+
+
+def test_a_simulations_base_is_cut_from_the_full_one() -> None:
+    cache = IndexCache()
+    nodes = [
+        existing(
+            make_node(f"n{i:02d}", labels={ZONE: "abc"[i % 3]}),
+            [factories.pod(f"p{i}", cpu="1", labels={"app": "ab"[i % 2]})],
+            initialized=i % 7 != 0,
+        )
+        for i in range(50)
+    ]
+    full = cache.existing_base(nodes)
+    full.pods.by_label("app")  # the parent's merged index, which the cut one filters
+    full.domains(ZONE)
+    gone = {3, 4, 17, 35, 49}
+    left = [ex for i, ex in enumerate(nodes) if i not in gone]
+    cut = cache.existing_base(left)
+    fresh = ExistingBase(left, existing_slot_parts)
+    assert cut is not full
+    assert _fields(cut) == _fields(fresh)
+    assert cut.values(ZONE) == fresh.values(ZONE)
+    assert cut.allowed(ZONE, frozenset("a")) == fresh.allowed(ZONE, frozenset("a"))
+    # Zones a, b, c: 17, 17, 16 nodes; gone: n03 (a), n04 and n49 (b), n17 and n35 (c).
+    assert {v: len(s) for v, s in cut.domains(ZONE).items()} == {"a": 16, "b": 15, "c": 14}
+    assert cut.position == fresh.position
+    # The cut base is the simulation's own: the full one still serves the next simulation.
+    assert cache.existing_base(nodes) is full
