@@ -23,7 +23,13 @@ from karpenter_py.cloudprovider.protocol import CloudProvider, NodeClassRef, Rep
 from karpenter_py.controllers.runtime import Deps
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.config import KubeConfig
-from karpenter_py.kube.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
+from karpenter_py.kube.errors import (
+    AlreadyExistsError,
+    ApiError,
+    ConflictError,
+    InvalidError,
+    NotFoundError,
+)
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject, ListResult, Page
 from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS, NODES, Resource
@@ -75,7 +81,7 @@ def _pointer(path: str) -> list[str]:
     return [p.replace("~1", "/").replace("~0", "~") for p in path.lstrip("/").split("/")]
 
 
-def json_patch(target: KubeObject, ops: Sequence[KubeObject], error: ConflictError) -> KubeObject:
+def json_patch(target: KubeObject, ops: Sequence[KubeObject], error: ApiError) -> KubeObject:
     """RFC 6902 ``test``/``add``/``replace``/``remove``; a failed ``test`` raises ``error``."""
     out = copy.deepcopy(target)
     for op in ops:
@@ -361,7 +367,9 @@ class FakeKube(KubeClient):
                     raise conflict
                 obj = merge_patch(current, patch)
             else:
-                obj = json_patch(current, patch, conflict)
+                # The apiserver answers a failed ``test`` op with 422 Invalid, not 409.
+                invalid = InvalidError(status=422, verb="patch", name=name)
+                obj = json_patch(current, patch, invalid)
             if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
                 return self._gone(resource, name, namespace, obj)
             return self._stored(resource, obj)

@@ -150,14 +150,15 @@ def test_staying_claims_are_those_of_pods_the_drain_leaves() -> None:
 
 
 def guarded_status_patches(client: FakeKube) -> None:
-    """NodeClaim writes are status merge patches guarded by resourceVersion; Node writes are
-    JSON patches (the finalizer)."""
+    """NodeClaim writes are status merge patches, Node writes merge patches of the finalizers,
+    each guarded by resourceVersion."""
     for c in client.calls_of("patch"):
         if c.plural == "nodeclaims":
             assert (c.subresource, c.patch_type) == ("status", PatchType.MERGE)
-            assert "resourceVersion" in c.body["metadata"]
         else:
-            assert (c.plural, c.patch_type) == ("nodes", PatchType.JSON)
+            assert (c.plural, c.subresource, c.patch_type) == ("nodes", None, PatchType.MERGE)
+            assert list(c.body["metadata"]) == ["resourceVersion", "finalizers"]
+        assert "resourceVersion" in c.body["metadata"]
 
 
 def requests(client: FakeKube) -> list[tuple[str, str, str]]:
