@@ -349,7 +349,16 @@ class IndexCache:
             existing, self.existing_parts
         )
         self._bases.appendleft(base)
+        if len(self._existing) > 4 * len(existing) + 1024:
+            self._forget_parts()
         return base
+
+    def _forget_parts(self) -> None:
+        """Keep only the parts of nodes some held base still has. Each bound or finished pod
+        makes its node a new ExistingNode; the old one, its parts and its pods' old versions
+        would otherwise stay until the memo filled (hundreds of MB while 10,000 pods bind)."""
+        live = {id(ex) for b in tuple(self._bases) for ex in b.existing}
+        self._existing = {k: v for k, v in tuple(self._existing.items()) if k in live}
 
     def get(
         self, pool: PoolTemplate, instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod]

@@ -222,3 +222,17 @@ def test_a_simulations_base_is_cut_from_the_full_one() -> None:
     assert cut.position == fresh.position
     # The cut base is the simulation's own: the full one still serves the next simulation.
     assert cache.existing_base(nodes) is full
+
+
+def test_parts_of_nodes_no_base_holds_are_forgotten() -> None:
+    cache = IndexCache()
+    nodes = [existing(make_node(f"n{i:02d}")) for i in range(40)]
+    cache.existing_base(nodes)
+    for r in range(1, 1501):
+        # A pod bound to one node: that node is a new ExistingNode, the base is patched.
+        k = r % 40
+        nodes[k] = existing(nodes[k].node, [factories.pod(f"p{r}", cpu="10m")])
+        cache.existing_base(list(nodes))
+    # 40 + 1,145 parts went past 4 x 40 + 1,024: only the 4 held bases' 43 nodes stayed
+    # (their 40, and the 3 nodes changed since the oldest of them), then 355 more rounds.
+    assert len(cache._existing) == 43 + 355
