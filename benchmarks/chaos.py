@@ -14,8 +14,12 @@ Scenarios:
 
 * ``kill-random``: SIGKILL the controller at a seeded moment 0.5-6 s into the scale-up, restart.
 * ``kill-after-nodeclaims``: SIGKILL it as soon as its first NodeClaim is seen, restart.
-* ``bare-nodes``: every Node registers without Karpenter's labels (``KWOK_BARE_NODES``); no
-  extra node may be bought while they wait for their label sync (issue 17, fault 1).
+* ``bare-nodes``: every Node registers without Karpenter's labels (``KWOK_BARE_NODES``) and the
+  controller's registration writes (its label sync) wait 3 s in the fault proxy; no extra node
+  may be bought meanwhile (issue 17, fault 1).
+* ``api-faults``: for 10 s from a seeded moment of the scale-up, a quarter of the controller's
+  API requests answer 429, 500 or 503 or lose their connection (benchmarks/faultproxy.py); no
+  ERROR traceback may be logged for them (issue 17, fault 2).
 
 The JSON: ``{"runs", "violations", "scenarios": [{"name", "runs", "faults", "violations",
 "converge_p50_s", "converge_p95_s"}], "results": [one entry per run]}``; a table is printed.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import random
 import shutil
@@ -53,6 +58,7 @@ from benchmarks.e2e import (
     start_controller,
     stop_controller,
 )
+from benchmarks.faultproxy import FaultProxy, Flaky, Policy, SlowRegistration
 from benchmarks.invariants import Instance, Observed, Violation, check
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, PatchType
@@ -63,6 +69,8 @@ from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
 from karpenter_py.model.labels import LABEL_NODEPOOL
 
+write_kubeconfig: Any = importlib.import_module("cluster").write_kubeconfig  # hack/, via e2e
+
 POOL = "chaos"
 APP = "chaos"
 NAMESPACE = "default"
@@ -72,12 +80,12 @@ TEARDOWN = 60.0
 
 
 def chaos_nodepool() -> dict[str, Any]:
-    """Small kwok types (under 9 vCPU, so a run buys several nodes), consolidation off: a node
+    """Small kwok types (under 5 vCPU, so a run buys several nodes), consolidation off: a node
     left empty was bought for nobody, not on its way out."""
     reqs = [
         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-        {"key": "karpenter.kwok.sh/instance-cpu", "operator": "Lt", "values": ["9"]},
+        {"key": "karpenter.kwok.sh/instance-cpu", "operator": "Lt", "values": ["5"]},
     ]
     ref = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
     return {
@@ -178,11 +186,13 @@ def _status(url: str) -> int:
 # ----------------------------------------------------------------------------- scenarios
 @dataclass
 class Run:
-    """What a scenario's fault may use: the client, the controller, the seeded generator."""
+    """What a scenario's fault may use: the client, the controller, the seeded generator, and
+    the fault proxy the controller talks through (None: straight to the apiserver)."""
 
     client: KubeClient
     controller: Controller
     rng: random.Random
+    proxy: FaultProxy | None = None
 
 
 Inject = Callable[[Run], Awaitable[int]]  # injects the fault; returns how many were injected
@@ -200,9 +210,24 @@ async def kill_after_nodeclaims(run: Run) -> int:
     return 1
 
 
-async def whole_run(run: Run) -> int:
-    """A fault set in the controller's environment: it lasts the whole run."""
-    return 1
+async def api_faults(run: Run) -> int:
+    """From a seeded moment of the scale-up, ``API_FAULT_SECONDS`` of failing API requests."""
+    assert run.proxy is not None
+    assert isinstance(run.proxy.policy, Flaky)
+    await asyncio.sleep(run.rng.uniform(0.0, 2.0))
+    run.proxy.policy.active = True
+    await asyncio.sleep(API_FAULT_SECONDS)
+    run.proxy.policy.active = False
+    return run.proxy.faults
+
+
+async def held_registrations(run: Run) -> int:
+    """The proxy holds every registration for the whole run: counted once the run is over,
+    so the count is of the registrations the first pods waited on."""
+    assert run.proxy is not None
+    await first_created(run.client, NODECLAIMS)
+    await asyncio.sleep(REGISTRATION_DELAY + 2 * POLL)
+    return run.proxy.faults
 
 
 async def first_created(client: KubeClient, resource: Resource) -> None:
@@ -221,14 +246,26 @@ class Scenario:
     name: str
     inject: Inject
     env: Mapping[str, str] = field(default_factory=dict)
+    # The fault proxy's policy for the run's generator; None: no proxy.
+    policy: Callable[[random.Random], Policy] | None = None
 
+
+API_FAULT_SECONDS = 10.0
+API_FAULT_RATE = 0.25
+REGISTRATION_DELAY = 3.0  # longer than the batch idle window (1 s): a round sees bare Nodes
 
 SCENARIOS: Mapping[str, Scenario] = {
     s.name: s
     for s in (
         Scenario("kill-random", kill_random),
         Scenario("kill-after-nodeclaims", kill_after_nodeclaims),
-        Scenario("bare-nodes", whole_run, {"KWOK_BARE_NODES": "true"}),
+        Scenario(
+            "bare-nodes",
+            held_registrations,
+            {"KWOK_BARE_NODES": "true"},
+            lambda _: SlowRegistration(REGISTRATION_DELAY),
+        ),
+        Scenario("api-faults", api_faults, policy=lambda rng: Flaky(rng, API_FAULT_RATE)),
     )
 }
 
@@ -342,7 +379,7 @@ async def clean(client: KubeClient) -> list[str]:
 
 async def one_run(
     client: KubeClient,
-    kubeconfig: Path,
+    cluster: Any,
     scenario: Scenario,
     seed: int,
     deadline: float,
@@ -350,6 +387,16 @@ async def one_run(
 ) -> dict[str, Any]:
     rng = random.Random(f"{scenario.name}/{seed}")
     load = Workload.drawn(rng)
+    proxy = None
+    if scenario.policy is not None:
+        proxy = FaultProxy(cluster.server, cluster.ssl_context(), scenario.policy(rng))
+        await proxy.start()
+        kubeconfig = run_dir / "kubeconfig"
+        write_kubeconfig(
+            kubeconfig, proxy.url, cluster.ca_file.read_bytes(), cluster.token, "chaos"
+        )
+    else:
+        kubeconfig = cluster.kubeconfig_path
     controller = Controller(controller_env(kubeconfig, dict(scenario.env)), run_dir)
     violations: list[Violation] = []
     faults = 0
@@ -361,7 +408,7 @@ async def one_run(
         await controller.ready()
         start = time.monotonic()
         await client.create(DEPLOYMENTS, load.body(), namespace=NAMESPACE)
-        faults = await scenario.inject(Run(client, controller, rng))
+        faults = await scenario.inject(Run(client, controller, rng, proxy))
         took, seen = await wait_converged(client, load.replicas, start, deadline)
         if took is None:
             violations.append(Violation("not-converged", scenario.name, f"after {deadline} s"))
@@ -374,6 +421,8 @@ async def one_run(
         violations += [Violation("teardown-stuck", what, f"after {TEARDOWN} s") for what in left]
     finally:
         controller.stop()
+        if proxy is not None:
+            await proxy.stop()
     violations += controller.crashes()
     for v in violations:
         print(f"[chaos] {scenario.name} seed {seed}: {v}", file=sys.stderr, flush=True)
@@ -465,9 +514,7 @@ async def matrix(names: Sequence[str], seeds: int, deadline: float, keep: bool) 
                 for seed in range(seeds):
                     run_dir = state / f"{name}-{seed}"
                     run_dir.mkdir()
-                    result = await one_run(
-                        c, cluster.kubeconfig_path, SCENARIOS[name], seed, deadline, run_dir
-                    )
+                    result = await one_run(c, cluster, SCENARIOS[name], seed, deadline, run_dir)
                     print(f"[chaos] {json.dumps(result)}", file=sys.stderr, flush=True)
                     results.append(result)
     finally:
