@@ -406,6 +406,10 @@ async def one_run(
     try:
         await controller.start()
         await controller.ready()
+        # A run starts from a clean cluster: whatever a failed run before it left is gone.
+        violations += [
+            Violation("dirty-start", what, "left by a run before") for what in await clean(client)
+        ]
         start = time.monotonic()
         await client.create(DEPLOYMENTS, load.body(), namespace=NAMESPACE)
         faults = await scenario.inject(Run(client, controller, rng, proxy))
@@ -419,6 +423,8 @@ async def one_run(
         violations += check(observed, datetime.now(UTC), finalizer_grace=grace)
         left = await clean(client)
         violations += [Violation("teardown-stuck", what, f"after {TEARDOWN} s") for what in left]
+    except Exception as e:  # a broken run is one result, not the end of the matrix
+        violations.append(Violation("run-error", scenario.name, repr(e)))
     finally:
         controller.stop()
         if proxy is not None:

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from benchmarks.chaos import Listed, Workload, converged, percentile, summarize, table
+from benchmarks.invariants import Instance
+from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.model.labels import LABEL_NODEPOOL
 from tests import factories
 
@@ -141,4 +143,16 @@ def test_summary_per_scenario_and_table() -> None:
         "a            3       3           3    2.0    4.0",
         "b            1       1           0    1.5    1.5",
         "total        4                   3              ",
+    ]
+
+
+def test_the_instances_are_the_kwok_nodes_bare_ones_too() -> None:
+    nodes = [
+        factories.node_dict("a", labels={KWOK_NODE_LABEL: "fake", LABEL_NODEPOOL: "chaos"}),
+        factories.node_dict("bare", labels={KWOK_NODE_LABEL: "fake"}),
+        factories.node_dict("static", provider_id="aws:///zone/i-1"),
+    ]
+    assert Listed([], nodes, []).instances() == [
+        Instance("kwok://a", "a"),
+        Instance("kwok://bare", "bare"),
     ]
