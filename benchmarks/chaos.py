@@ -68,6 +68,7 @@ from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
 from karpenter_py.model.labels import LABEL_NODEPOOL
+from tests.cluster.harness import is_true
 
 write_kubeconfig: Any = importlib.import_module("cluster").write_kubeconfig  # hack/, via e2e
 
@@ -296,13 +297,6 @@ async def listed(client: KubeClient) -> Listed:
     )
 
 
-def _initialized(claim: KubeObject) -> bool:
-    return any(
-        c.get("type") == "Initialized" and c.get("status") == "True"
-        for c in (claim.get("status") or {}).get("conditions") or []
-    )
-
-
 def converged(seen: Listed, replicas: int) -> bool:
     """Every pod of the workload Running, every NodeClaim Initialized, nothing being deleted."""
     running = [
@@ -315,7 +309,8 @@ def converged(seen: Listed, replicas: int) -> bool:
         len(running) == replicas
         and len(seen.pods) == replicas
         and all(
-            _initialized(c) and not c["metadata"].get("deletionTimestamp") for c in seen.nodeclaims
+            is_true(c, "Initialized") and not c["metadata"].get("deletionTimestamp")
+            for c in seen.nodeclaims
         )
     )
 
