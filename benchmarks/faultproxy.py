@@ -102,6 +102,7 @@ class FaultProxy:
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._handlers: set[asyncio.Task[object]] = set()
 
     @property
     def url(self) -> str:
@@ -123,14 +124,26 @@ class FaultProxy:
         await web.SockSite(self._runner, sock).start()
 
     async def stop(self) -> None:
-        # The upstream session first: open watches end, so their handlers return before the
-        # server shuts down.
+        # The handlers first: aiohttp does not cancel a handler whose client hung up, so a watch
+        # the killed controller had open would still wait on the apiserver.
+        for task in self._handlers:
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            return await self._answer(request)
+        finally:
+            self._handlers.discard(task)
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         fault = self.policy(request.method, request.raw_path, body)
         if fault is not None:
