@@ -103,6 +103,7 @@ class FaultProxy:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._handlers: set[asyncio.Task[object]] = set()
+        self._site: web.SockSite | None = None
 
     @property
     def url(self) -> str:
@@ -121,11 +122,14 @@ class FaultProxy:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = int(sock.getsockname()[1])
-        await web.SockSite(self._runner, sock).start()
+        self._site = web.SockSite(self._runner, sock)
+        await self._site.start()
 
     async def stop(self) -> None:
-        # The handlers first: aiohttp does not cancel a handler whose client hung up, so a watch
-        # the killed controller had open would still wait on the apiserver.
+        # No new request, then the handlers: aiohttp does not cancel a handler whose client hung
+        # up, so a watch the killed controller had open would still wait on the apiserver.
+        if self._site is not None:
+            await self._site.stop()
         for task in self._handlers:
             task.cancel()
         await asyncio.gather(*self._handlers, return_exceptions=True)
