@@ -153,9 +153,7 @@ class FaultProxy:
         if fault is not None:
             self.faults += 1
             if fault.kind == "reset":
-                if request.transport is not None:
-                    request.transport.abort()
-                return web.Response(status=502)  # never reaches the aborted client
+                return _hang_up(request)
             if fault.kind == "status":
                 headers = {"Retry-After": "1"} if fault.status == 429 else {}
                 return web.Response(
@@ -168,6 +166,14 @@ class FaultProxy:
         return await self._forward(request, body)
 
     async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        try:
+            return await self._relay(request, body)
+        except aiohttp.ClientError:
+            # The apiserver hung up (a keep-alive connection it closed, a restart): the
+            # controller loses its connection as it would without the proxy, no invented 500.
+            return _hang_up(request)
+
+    async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         async with self._session.request(
@@ -184,3 +190,10 @@ class FaultProxy:
                     await answer.write(chunk)
                 await answer.write_eof()
             return answer
+
+
+def _hang_up(request: web.Request) -> web.Response:
+    """Abort the client's connection without an answer."""
+    if request.transport is not None:
+        request.transport.abort()
+    return web.Response(status=502)  # never reaches the aborted client
