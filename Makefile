@@ -3,7 +3,7 @@ PYTHON ?= .venv/bin/python
 PY_BOOT ?= python3
 SHARED ?= ../shared
 
-.PHONY: venv demo plan test lint typecheck imports unit crds catalog bench bench-e2e clean helm
+.PHONY: venv demo plan test lint typecheck imports unit crds catalog bench bench-e2e chaos clean helm
 
 venv: .venv/.installed
 .venv/.installed: pyproject.toml
@@ -56,6 +56,12 @@ catalog: venv
 
 bench: venv
 	$(PYTHON) benchmarks/scheduling.py --pods 5000 --out benchmarks/results/scheduling-5000.json
+
+# The fault-injection matrix on the local control plane (issue 17): every scenario, 20 seeds
+# each; e.g. make chaos CHAOS_ARGS="--scenarios kill-random --seeds 3". Not part of `test`.
+CHAOS_ARGS ?=
+chaos: venv controlplane
+	$(PYTHON) benchmarks/chaos.py --out benchmarks/results/chaos.json $(CHAOS_ARGS)
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache

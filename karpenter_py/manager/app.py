@@ -161,7 +161,9 @@ class App:
             cloud
             or (aws.provider if aws is not None else None)
             or KwokCloudProvider(
-                KubeNodeAPI(client), kwok_instance_types(settings.instance_types_file_path)
+                KubeNodeAPI(client),
+                kwok_instance_types(settings.instance_types_file_path),
+                bare_nodes=settings.kwok_bare_nodes,
             )
         )
         self.recorder = EventRecorder(client, clock=self.clock)

@@ -222,6 +222,8 @@ class Settings(BaseModel):
 
     # kwok provider
     instance_types_file_path: str = ""
+    # A fault for the chaos suite, never a default: Nodes register without the NodeClaim's labels.
+    kwok_bare_nodes: bool = False
     # AWS provider
     interruption_queue: str = ""
     vm_memory_overhead_percent: float = Field(default=0.075, ge=0)
@@ -368,6 +370,8 @@ OPTIONS: Final[tuple[_Option, ...]] = (
             "namespace of the Lease (default: the pod's namespace)", empty_is_value=True),
     _Option("INSTANCE_TYPES_FILE_PATH", "instance_types_file_path", str, "",
             "kwok: instance type catalog JSON (default: built-in)", empty_is_value=True),
+    _Option("KWOK_BARE_NODES", "kwok_bare_nodes", parse_bool, "true or false",
+            "kwok: register Nodes without Karpenter's labels (a fault for tests)", is_bool=True),
     _Option("INTERRUPTION_QUEUE", "interruption_queue", str, "",
             "aws: SQS queue name for interruption events (empty: off)", empty_is_value=True),
     _Option("VM_MEMORY_OVERHEAD_PERCENT", "vm_memory_overhead_percent", parse_float, "a number",

@@ -86,6 +86,7 @@ def test_settings_are_frozen():
         ({"LEADER_ELECTION_NAMESPACE": "kube-system"}, "leader_election_namespace", "kube-system"),
         ({"CPU_REQUESTS": "250"}, "cpu_requests", 250),
         ({"INSTANCE_TYPES_FILE_PATH": "/etc/it.json"}, "instance_types_file_path", "/etc/it.json"),
+        ({"KWOK_BARE_NODES": "true"}, "kwok_bare_nodes", True),
         ({"INTERRUPTION_QUEUE": "q"}, "interruption_queue", "q"),
         ({"VM_MEMORY_OVERHEAD_PERCENT": "0.1"}, "vm_memory_overhead_percent", 0.1),
         ({"CLOUD_PROVIDER": "aws", "CLUSTER_NAME": "c1"}, "cloud_provider", "aws"),

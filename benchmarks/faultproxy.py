@@ -1,0 +1,199 @@
+"""An HTTP proxy between the controller and the apiserver that injects faults (issue 17).
+
+The controller talks plain HTTP to the proxy (its kubeconfig names ``http://127.0.0.1:<port>``
+and the same bearer token); the proxy forwards every request over TLS to the apiserver and
+streams the answer back unchanged (watches included, compressed bodies left compressed). A
+:data:`Policy` looks at each request and returns the :class:`Fault` to inject, or None:
+
+* ``status``: answer 429 (with ``Retry-After``) or a 5xx itself, as a Kubernetes Status;
+* ``reset``: abort the client's connection without an answer;
+* ``delay``: forward after a pause (a slow apiserver, or one slow kind of write).
+
+:class:`Flaky` and :class:`SlowRegistration` are the policies the chaos scenarios use; both are
+pure (seeded), so their choices are unit-tested.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import aiohttp
+from aiohttp import web
+
+from karpenter_py.model.labels import LABEL_NODE_REGISTERED
+
+HOP_BY_HOP = frozenset({"host", "connection", "content-length", "transfer-encoding", "keep-alive"})
+REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: Literal["status", "reset", "delay"]
+    status: int = 0
+    seconds: float = 0.0
+
+
+Policy = Callable[[str, str, bytes], Fault | None]  # (method, path with query, body)
+
+
+@dataclass
+class Flaky:
+    """While :attr:`active`, each request fails with probability ``rate``: a 429, a 500, a 503 or
+    a connection reset, drawn from ``rng``."""
+
+    rng: random.Random
+    rate: float
+    active: bool = False
+
+    def __call__(self, method: str, path: str, body: bytes) -> Fault | None:
+        if not self.active or self.rng.random() >= self.rate:
+            return None
+        choice = self.rng.choice((429, 500, 503, 0))
+        return Fault("reset") if choice == 0 else Fault("status", status=choice)
+
+
+@dataclass(frozen=True)
+class SlowRegistration:
+    """Every Node write that registers a node (sets ``karpenter.sh/registered``) waits
+    ``seconds``: a control plane slow to sync a bare Node's labels, the window in which issue
+    17's fault 1 bought a node again."""
+
+    seconds: float
+
+    def __call__(self, method: str, path: str, body: bytes) -> Fault | None:
+        if method != "PATCH" or not path.startswith("/api/v1/nodes/"):
+            return None
+        return (
+            Fault("delay", seconds=self.seconds) if LABEL_NODE_REGISTERED.encode() in body else None
+        )
+
+
+def status_body(code: int) -> bytes:
+    """The Kubernetes Status an apiserver answers with ``code``."""
+    reason = REASONS.get(code, "InternalError")
+    return json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": f"fault injected by the chaos proxy: {reason}",
+            "reason": reason,
+            "code": code,
+        }
+    ).encode()
+
+
+class FaultProxy:
+    """The proxy on a free loopback port; :attr:`faults` counts the faults injected."""
+
+    def __init__(self, upstream: str, ssl_context: ssl.SSLContext, policy: Policy) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.ssl_context = ssl_context
+        self.policy = policy
+        self.faults = 0
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._handlers: set[asyncio.Task[object]] = set()
+        self._site: web.SockSite | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=self.ssl_context, limit=0),
+            auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+        app = web.Application(client_max_size=64 * 2**20)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = int(sock.getsockname()[1])
+        self._site = web.SockSite(self._runner, sock)
+        await self._site.start()
+
+    async def stop(self) -> None:
+        # No new request, then the handlers: aiohttp does not cancel a handler whose client hung
+        # up, so a watch the killed controller had open would still wait on the apiserver.
+        if self._site is not None:
+            await self._site.stop()
+        for task in self._handlers:
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            return await self._answer(request)
+        finally:
+            self._handlers.discard(task)
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        fault = self.policy(request.method, request.raw_path, body)
+        if fault is not None:
+            self.faults += 1
+            if fault.kind == "reset":
+                return _hang_up(request)
+            if fault.kind == "status":
+                headers = {"Retry-After": "1"} if fault.status == 429 else {}
+                return web.Response(
+                    status=fault.status,
+                    body=status_body(fault.status),
+                    content_type="application/json",
+                    headers=headers,
+                )
+            await asyncio.sleep(fault.seconds)
+        return await self._forward(request, body)
+
+    async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        try:
+            return await self._relay(request, body)
+        except aiohttp.ClientError:
+            # The apiserver hung up (a keep-alive connection it closed, a restart): the
+            # controller loses its connection as it would without the proxy, no invented 500.
+            return _hang_up(request)
+
+    async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        assert self._session is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        async with self._session.request(
+            request.method, self.upstream + request.raw_path, headers=headers, data=body or None
+        ) as upstream:
+            answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+            for key, value in upstream.headers.items():
+                if key.lower() not in HOP_BY_HOP:
+                    answer.headers.add(key, value)
+            # The controller may hang up first (a watch it no longer wants, a process killed).
+            with contextlib.suppress(ConnectionError):
+                await answer.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await answer.write(chunk)
+                await answer.write_eof()
+            return answer
+
+
+def _hang_up(request: web.Request) -> web.Response:
+    """Abort the client's connection without an answer."""
+    if request.transport is not None:
+        request.transport.abort()
+    return web.Response(status=502)  # never reaches the aborted client

@@ -1,0 +1,158 @@
+"""The chaos runner's pure parts: when a run counts as converged, the seeded workload, the
+percentiles and the per-scenario summary it writes."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from benchmarks.chaos import Listed, Workload, converged, percentile, summarize, table
+from benchmarks.invariants import Instance
+from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
+from karpenter_py.model.labels import LABEL_NODEPOOL
+from tests import factories
+
+NOT_INITIALIZED = [factories.condition("Launched"), factories.condition("Initialized", "False")]
+
+
+def running(name: str) -> dict[str, Any]:
+    return factories.pod_dict(name, node_name="n")
+
+
+@pytest.mark.parametrize(
+    ("seen", "replicas", "expected"),
+    [
+        pytest.param(
+            Listed([factories.nodeclaim_dict("a")], [], [running("p"), running("q")]),
+            2,
+            True,
+            id="all running, claim initialized",
+        ),
+        pytest.param(
+            Listed(
+                [factories.nodeclaim_dict("a")],
+                [],
+                [running("p"), factories.pod_dict("q", pending=True)],
+            ),
+            2,
+            False,
+            id="a pod pending",
+        ),
+        pytest.param(
+            Listed([factories.nodeclaim_dict("a")], [], [running("p")]),
+            2,
+            False,
+            id="a pod not created yet",
+        ),
+        pytest.param(
+            Listed(
+                [
+                    factories.nodeclaim_dict("a"),
+                    factories.nodeclaim_dict("b", conditions=NOT_INITIALIZED),
+                ],
+                [],
+                [running("p")],
+            ),
+            1,
+            False,
+            id="a claim still launching",
+        ),
+        pytest.param(
+            Listed(
+                [factories.nodeclaim_dict("a", deleting="2026-01-01T00:00:00Z")], [], [running("p")]
+            ),
+            1,
+            False,
+            id="a claim being deleted",
+        ),
+    ],
+)
+def test_converged(seen: Listed, replicas: int, expected: bool) -> None:
+    assert converged(seen, replicas) is expected
+
+
+def test_the_workload_is_the_seeds() -> None:
+    first = Workload.drawn(random.Random("kill-random/0"))
+    assert first == Workload.drawn(random.Random("kill-random/0"))
+    assert (first.replicas, first.cpu) == (13, "1")
+    spec = first.body()["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {LABEL_NODEPOOL: "chaos"}
+    assert spec["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "512Mi"}
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([], 50, None),
+        ([3.0], 95, 3.0),
+        ([4.0, 1.0, 3.0, 2.0], 50, 2.0),
+        ([4.0, 1.0, 3.0, 2.0], 95, 4.0),
+        ([float(i) for i in range(1, 21)], 95, 19.0),
+        ([float(i) for i in range(1, 21)], 0, 1.0),
+    ],
+)
+def test_percentile_nearest_rank(values: Sequence[float], q: float, expected: float | None) -> None:
+    assert percentile(values, q) == expected
+
+
+def result(scenario: str, converge: float | None, violations: int = 0) -> dict[str, Any]:
+    return {
+        "scenario": scenario,
+        "faults": 1,
+        "converge_s": converge,
+        "violations": [f"v{i}" for i in range(violations)],
+    }
+
+
+def test_summary_per_scenario_and_table() -> None:
+    results = [
+        result("a", 2.0),
+        result("a", 4.0, violations=2),
+        result("a", None, 1),
+        result("b", 1.5),
+    ]
+    summary = summarize(["a", "b"], results)
+    assert {k: v for k, v in summary.items() if k != "results"} == {
+        "runs": 4,
+        "violations": 3,
+        "scenarios": [
+            {
+                "name": "a",
+                "runs": 3,
+                "faults": 3,
+                "violations": 3,
+                "converge_p50_s": 2.0,
+                "converge_p95_s": 4.0,
+            },
+            {
+                "name": "b",
+                "runs": 1,
+                "faults": 1,
+                "violations": 0,
+                "converge_p50_s": 1.5,
+                "converge_p95_s": 1.5,
+            },
+        ],
+    }
+    assert summary["results"] == results
+    assert table(summary).splitlines() == [
+        "scenario  runs  faults  violations  p50 s  p95 s",
+        "a            3       3           3    2.0    4.0",
+        "b            1       1           0    1.5    1.5",
+        "total        4                   3              ",
+    ]
+
+
+def test_the_instances_are_the_kwok_nodes_bare_ones_too() -> None:
+    nodes = [
+        factories.node_dict("a", labels={KWOK_NODE_LABEL: "fake", LABEL_NODEPOOL: "chaos"}),
+        factories.node_dict("bare", labels={KWOK_NODE_LABEL: "fake"}),
+        factories.node_dict("static", provider_id="aws:///zone/i-1"),
+    ]
+    assert Listed([], nodes, []).instances() == [
+        Instance("kwok://a", "a"),
+        Instance("kwok://bare", "bare"),
+    ]

@@ -1,0 +1,122 @@
+"""The fault proxy's policies (which request gets which fault) and the Status it answers with."""
+
+from __future__ import annotations
+
+import json
+import random
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from benchmarks.faultproxy import Fault, FaultProxy, Flaky, Policy, SlowRegistration, status_body
+from karpenter_py.kube import CONFIGMAPS, KubeClient, KubeConfig
+from karpenter_py.kube.errors import KubeError, ServerError, TooManyRequestsError, TransportError
+from tests.unit.kube.fakeapiserver import NS, Recorder, serve
+
+REGISTER = json.dumps({"metadata": {"labels": {"karpenter.sh/registered": "true"}}}).encode()
+OTHER_PATCH = json.dumps({"metadata": {"labels": {"team": "a"}}}).encode()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "expected"),
+    [
+        ("PATCH", "/api/v1/nodes/n1", REGISTER, Fault("delay", seconds=3.0)),
+        ("PATCH", "/api/v1/nodes/n1", OTHER_PATCH, None),
+        ("PATCH", "/apis/karpenter.sh/v1/nodeclaims/n1", REGISTER, None),
+        ("GET", "/api/v1/nodes/n1", b"", None),
+    ],
+)
+def test_slow_registration_holds_only_the_registering_node_write(
+    method: str, path: str, body: bytes, expected: Fault | None
+) -> None:
+    assert SlowRegistration(3.0)(method, path, body) == expected
+
+
+def test_flaky_fails_nothing_while_inactive() -> None:
+    flaky = Flaky(random.Random(0), rate=1.0)
+    assert [flaky("GET", "/api/v1/pods", b"") for _ in range(3)] == [None, None, None]
+
+
+def test_flaky_draws_its_faults_from_the_seed() -> None:
+    flaky = Flaky(random.Random("api-faults/0"), rate=0.5, active=True)
+    drawn = [flaky("GET", "/api/v1/pods", b"") for _ in range(8)]
+    again = Flaky(random.Random("api-faults/0"), rate=0.5, active=True)
+    assert drawn == [again("GET", "/api/v1/pods", b"") for _ in range(8)]
+    assert drawn == [
+        None,
+        None,
+        Fault("reset"),
+        None,
+        None,
+        Fault("status", status=429),
+        Fault("status", status=429),
+        Fault("reset"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [(429, "TooManyRequests"), (500, "InternalError"), (503, "ServiceUnavailable")],
+)
+def test_status_body_is_a_kubernetes_status(code: int, reason: str) -> None:
+    assert json.loads(status_body(code)) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": f"fault injected by the chaos proxy: {reason}",
+        "reason": reason,
+        "code": code,
+    }
+
+
+# ----------------------------------------------------------------------------- on the wire
+@asynccontextmanager
+async def proxied(policy: Policy) -> AsyncIterator[tuple[KubeClient, FaultProxy]]:
+    """A KubeClient that talks to the fake apiserver through a FaultProxy with ``policy``."""
+    async with serve(Recorder()) as url:
+        proxy = FaultProxy(url, ssl.create_default_context(), policy)
+        await proxy.start()
+        try:
+            async with KubeClient(KubeConfig(server=proxy.url, token="t"), qps=0, burst=0) as c:
+                yield c, proxy
+        finally:
+            await proxy.stop()
+
+
+def never(method: str, path: str, body: bytes) -> Fault | None:
+    return None
+
+
+async def test_the_proxy_forwards_reads_and_streams_watches_unchanged() -> None:
+    async with proxied(never) as (client, proxy):
+        got = await client.get(CONFIGMAPS, "present", namespace=NS)
+        seen = []
+        async with client.watch(CONFIGMAPS, namespace=NS, resource_version="big") as stream:
+            async for event in stream:
+                seen.append((event.type, event.object["metadata"]["name"]))
+    assert got["metadata"]["name"] == "present"
+    assert seen == [("ADDED", "big"), ("MODIFIED", "b"), ("DELETED", "b")]
+    assert proxy.faults == 0
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "status", "attempts"),
+    [
+        (Fault("status", status=429), TooManyRequestsError, 429, 1),
+        (Fault("status", status=503), ServerError, 503, 1),
+        # aiohttp's client sends an idempotent request once more when the server hangs up
+        # without an answer; the second reset reaches the caller.
+        (Fault("reset"), TransportError, None, 2),
+    ],
+)
+async def test_an_injected_fault_reaches_the_client_as_the_apiserver_s_would(
+    fault: Fault, error: type[KubeError], status: int | None, attempts: int
+) -> None:
+    async with proxied(lambda method, path, body: fault) as (client, proxy):
+        with pytest.raises(error) as raised:
+            await client.get(CONFIGMAPS, "present", namespace=NS)
+    assert getattr(raised.value, "status", None) == status
+    assert raised.value.transient is True
+    assert proxy.faults == attempts
