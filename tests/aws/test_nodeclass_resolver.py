@@ -62,7 +62,12 @@ async def test_classes_with_one_selector_resolved_together_share_its_look_ups(
 ) -> None:
     seed_al2023(K8S, {"x86_64": seed_image("amd")})
     loads = count_loads(aws.ec2, "DescribeSubnets", "DescribeSecurityGroups", "DescribeImages")
-    classes = [ec2nodeclass(name, role=ROLE) for name in ("a", "b", "c")]
+    # Each class its own uid, as the apiserver gives: the uid names its instance profile, and
+    # three classes sharing one raced to attach the role (LimitExceeded in a CI run).
+    classes = [
+        ec2nodeclass(name, role=ROLE, uid=f"6f1c1a52-0000-4000-8000-00000000000{k}")
+        for k, name in enumerate(("a", "b", "c"))
+    ]
     async with asyncio.TaskGroup() as tg:
         resolving = [tg.create_task(resolver.resolve(nc)) for nc in classes]
     assert loads == {"DescribeSubnets": 1, "DescribeSecurityGroups": 1, "DescribeImages": 1}
