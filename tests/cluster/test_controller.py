@@ -34,6 +34,7 @@ from tests.cluster.harness import (
     eventually,
     force_delete_pool,
     free_port,
+    is_true,
     namespace,
     nodepool,
     prepared_client,
@@ -155,10 +156,17 @@ async def test_pending_deployment_becomes_running_on_the_nodes_plan_predicts(
             async with running(app):
                 await client.create(DEPLOYMENTS, dep)
 
-                async def all_running() -> bool:
-                    return len(await running_pods(client, ns)) == 6
+                async def all_running_on_ready_claims() -> bool:
+                    # kwok runs pods on a node as soon as it is Ready; the claim's own
+                    # Ready condition follows on the controller's next reconcile of it.
+                    if len(await running_pods(client, ns)) != 6:
+                        return False
+                    claims = await claims_of(client, pool)
+                    return bool(claims) and all(is_true(nc, "Ready") for nc in claims)
 
-                await eventually(all_running, within=90, what="6 pods Running")
+                await eventually(
+                    all_running_on_ready_claims, within=90, what="6 pods Running, claims Ready"
+                )
                 claims = await claims_of(client, pool)
                 nodes = (
                     await client.list(NODES, label_selector=f"karpenter.sh/nodepool={pool}")
