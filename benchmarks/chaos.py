@@ -20,6 +20,20 @@ Scenarios:
 * ``api-faults``: for 10 s from a seeded moment of the scale-up, a quarter of the controller's
   API requests answer 429, 500 or 503 or lose their connection (benchmarks/faultproxy.py); no
   ERROR traceback may be logged for them (issue 17, fault 2).
+* ``apiserver-restart``: the kube-apiserver is stopped and started again at a seeded moment of
+  the scale-up. Its watch cache restarts at etcd's revision, so the controller's informers
+  resume their watches into genuine 410s and relist (``relists`` in the run's result).
+* ``watch-cuts``: for a seeded stretch of the scale-up, every open watch stream is reset mid-
+  stream four times, and half the watches opened meanwhile are answered with a 410 ``Expired``
+  event (benchmarks/faultproxy.py): resumed watches and relists must lose nothing.
+* ``inflight-limit``: for ``INFLIGHT_SECONDS`` the proxy admits at most 1-5 (seeded) of the
+  controller's requests at once and answers 429 beyond, as an apiserver's max-requests-inflight
+  does for a throttled ServiceAccount (``system:masters``, the controller's identity here, is
+  never throttled by the real one).
+
+Where the controller talks through the fault proxy, its request rate while the fault lasts
+(the window a scenario records in :attr:`Run.fault_window`) may not exceed
+``MAX_API_CALLS_PER_MINUTE``: retries must back off, not storm.
 
 The JSON: ``{"runs", "violations", "scenarios": [{"name", "runs", "faults", "violations",
 "converge_p50_s", "converge_p95_s"}], "results": [one entry per run]}``; a table is printed.
@@ -46,7 +60,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,13 +78,27 @@ from benchmarks.e2e import (
     start_controller,
     stop_controller,
 )
-from benchmarks.faultproxy import FaultProxy, Flaky, Policy, SlowRegistration
-from benchmarks.invariants import Instance, Observed, Violation, check
+from benchmarks.faultproxy import (
+    ExpiringWatches,
+    FaultProxy,
+    Flaky,
+    Policy,
+    SlowRegistration,
+    passthrough,
+)
+from benchmarks.invariants import (
+    Instance,
+    Observed,
+    Violation,
+    bounded_call_rate,
+    call_rate,
+    check,
+)
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, PatchType
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.config import load_config
-from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.kube.errors import KubeError, NotFoundError
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
 from karpenter_py.model.labels import LABEL_NODEPOOL
@@ -84,6 +112,7 @@ NAMESPACE = "default"
 SETTLE = 3.0  # seconds the converged state must hold (a late extra NodeClaim shows in that time)
 POLL = 0.5
 TEARDOWN = 60.0
+APISERVER_AWAY = 120.0  # how long the runner keeps asking an apiserver that does not answer
 
 
 def chaos_nodepool() -> dict[str, Any]:
@@ -200,6 +229,14 @@ class Run:
     controller: Controller
     rng: random.Random
     proxy: FaultProxy | None = None
+    cluster: Any = None  # hack/cluster.py's LocalCluster
+    fault_window: tuple[float, float] | None = None  # monotonic; set by the scenario
+
+    async def during(self, seconds: float) -> None:
+        """Record ``seconds`` from now as the fault's window and wait them out."""
+        start = time.monotonic()
+        self.fault_window = (start, start + seconds)
+        await asyncio.sleep(seconds)
 
 
 Inject = Callable[[Run], Awaitable[int]]  # injects the fault; returns how many were injected
@@ -217,14 +254,53 @@ async def kill_after_nodeclaims(run: Run) -> int:
     return 1
 
 
-async def api_faults(run: Run) -> int:
-    """From a seeded moment of the scale-up, ``API_FAULT_SECONDS`` of failing API requests."""
+@contextlib.asynccontextmanager
+async def policy_on(run: Run) -> AsyncIterator[None]:
+    """The fault proxy's switchable policy on from a seeded moment 0-2 s into the scale-up to
+    the end of the block, whose span becomes the run's fault window."""
     assert run.proxy is not None
-    assert isinstance(run.proxy.policy, Flaky)
+    policy = run.proxy.policy
+    assert isinstance(policy, Flaky | ExpiringWatches)
     await asyncio.sleep(run.rng.uniform(0.0, 2.0))
-    run.proxy.policy.active = True
-    await asyncio.sleep(API_FAULT_SECONDS)
-    run.proxy.policy.active = False
+    policy.active = True
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        policy.active = False
+        run.fault_window = (start, time.monotonic())
+
+
+async def api_faults(run: Run) -> int:
+    """``API_FAULT_SECONDS`` of failing API requests."""
+    assert run.proxy is not None
+    async with policy_on(run):
+        await asyncio.sleep(API_FAULT_SECONDS)
+    return run.proxy.faults
+
+
+async def apiserver_restart(run: Run) -> int:
+    await asyncio.sleep(run.rng.uniform(0.5, 5.0))
+    await asyncio.to_thread(run.cluster.restart_apiserver)
+    return 1
+
+
+async def watch_cuts(run: Run) -> int:
+    """``WATCH_CUTS`` times, 1-3 s apart, every open watch reset; meanwhile watches expire."""
+    assert run.proxy is not None
+    async with policy_on(run):
+        for _ in range(WATCH_CUTS):
+            await asyncio.sleep(run.rng.uniform(1.0, 3.0))
+            run.proxy.cut_watches()
+    return run.proxy.faults
+
+
+async def inflight_limit(run: Run) -> int:
+    assert run.proxy is not None
+    await asyncio.sleep(run.rng.uniform(0.0, 2.0))
+    run.proxy.max_inflight = run.rng.randint(1, 5)
+    await run.during(INFLIGHT_SECONDS)
+    run.proxy.max_inflight = None
     return run.proxy.faults
 
 
@@ -259,6 +335,15 @@ class Scenario:
 
 API_FAULT_SECONDS = 10.0
 API_FAULT_RATE = 0.25
+WATCH_CUTS = 4
+WATCH_EXPIRY_RATE = 0.5
+INFLIGHT_SECONDS = 15.0
+# The controller's apiserver requests per minute while a fault lasts: about three times an
+# unfaulted scale-up's (616-964 per minute over its first 15 s, 14-20 pods, measured through a
+# passthrough proxy). Faulted runs measured 268-2,128 (watch-cuts the highest: every cut is a
+# new watch per informer, and each 410 a list); a retry loop without backoff, or the client's
+# own ceiling (KUBE_CLIENT_QPS 200, i.e. 12,000 per minute), would pass it at once.
+MAX_API_CALLS_PER_MINUTE = 3000.0
 REGISTRATION_DELAY = 3.0  # longer than the batch idle window (1 s): a round sees bare Nodes
 
 SCENARIOS: Mapping[str, Scenario] = {
@@ -273,6 +358,11 @@ SCENARIOS: Mapping[str, Scenario] = {
             lambda _: SlowRegistration(REGISTRATION_DELAY),
         ),
         Scenario("api-faults", api_faults, policy=lambda rng: Flaky(rng, API_FAULT_RATE)),
+        Scenario("apiserver-restart", apiserver_restart),
+        Scenario(
+            "watch-cuts", watch_cuts, policy=lambda rng: ExpiringWatches(rng, WATCH_EXPIRY_RATE)
+        ),
+        Scenario("inflight-limit", inflight_limit, policy=lambda _: passthrough),
     )
 }
 
@@ -296,6 +386,18 @@ class Listed:
 
 
 async def listed(client: KubeClient) -> Listed:
+    """The run's objects; while the apiserver is away (a scenario restarted it), ask again."""
+    start = time.monotonic()
+    while True:
+        try:
+            return await _listed(client)
+        except KubeError as e:
+            if not e.transient or time.monotonic() - start > APISERVER_AWAY:
+                raise
+        await asyncio.sleep(POLL)
+
+
+async def _listed(client: KubeClient) -> Listed:
     return Listed(
         list((await client.list(NODECLAIMS)).items),
         list((await client.list(NODES)).items),
@@ -403,6 +505,7 @@ async def one_run(
     faults = 0
     took: float | None = None
     seen = Listed([], [], [])
+    run: Run | None = None
     start = time.monotonic()
     try:
         await controller.start()
@@ -413,7 +516,12 @@ async def one_run(
         ]
         start = time.monotonic()
         await client.create(DEPLOYMENTS, load.body(), namespace=NAMESPACE)
-        faults = await scenario.inject(Run(client, controller, rng, proxy))
+        run = Run(client, controller, rng, proxy, cluster)
+        faults = await scenario.inject(run)
+        if proxy is not None and run.fault_window is not None:
+            violations += bounded_call_rate(
+                "apiserver", proxy.received, run.fault_window, MAX_API_CALLS_PER_MINUTE
+            )
         took, seen = await wait_converged(client, load.replicas, start, deadline)
         if took is None:
             violations.append(Violation("not-converged", scenario.name, f"after {deadline} s"))
@@ -443,6 +551,12 @@ async def one_run(
         "nodeclaims": len(seen.nodeclaims),
         "controller_lives": len(controller.lives),
         "killed_at_s": [round(t - start, 2) for t in controller.killed_at],
+        "relists": sum("relisting" in line for line in controller.log_lines()),
+        "api_calls_per_minute": (
+            None
+            if proxy is None or run is None or run.fault_window is None
+            else round(call_rate(proxy.received, run.fault_window), 1)
+        ),
         "violations": [str(v) for v in violations],
     }
 

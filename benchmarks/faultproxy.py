@@ -7,10 +7,16 @@ streams the answer back unchanged (watches included, compressed bodies left comp
 
 * ``status``: answer 429 (with ``Retry-After``) or a 5xx itself, as a Kubernetes Status;
 * ``reset``: abort the client's connection without an answer;
-* ``delay``: forward after a pause (a slow apiserver, or one slow kind of write).
+* ``delay``: forward after a pause (a slow apiserver, or one slow kind of write);
+* ``gone``: answer a watch with the one ERROR event (a 410 ``Expired`` Status) an apiserver sends
+  when the requested resourceVersion is older than its history.
 
-:class:`Flaky` and :class:`SlowRegistration` are the policies the chaos scenarios use; both are
-pure (seeded), so their choices are unit-tested.
+:class:`Flaky`, :class:`SlowRegistration` and :class:`ExpiringWatches` are the policies the chaos
+scenarios use; all are pure (seeded), so their choices are unit-tested. Two faults need the
+proxy's own state rather than a policy: :meth:`FaultProxy.cut_watches` resets every watch stream
+open at that moment, and :attr:`FaultProxy.max_inflight` answers 429 to a request beyond that
+many in flight, as an apiserver's ``--max-requests-inflight`` does for a throttled client.
+:attr:`FaultProxy.received` keeps the arrival time of every request, for the call-rate invariant.
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ import json
 import random
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -31,17 +39,27 @@ from aiohttp import web
 from karpenter_py.model.labels import LABEL_NODE_REGISTERED
 
 HOP_BY_HOP = frozenset({"host", "connection", "content-length", "transfer-encoding", "keep-alive"})
-REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+REASONS = {
+    410: "Expired",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
 
 
 @dataclass(frozen=True)
 class Fault:
-    kind: Literal["status", "reset", "delay"]
+    kind: Literal["status", "reset", "delay", "gone"]
     status: int = 0
     seconds: float = 0.0
 
 
 Policy = Callable[[str, str, bytes], Fault | None]  # (method, path with query, body)
+
+
+def passthrough(method: str, path: str, body: bytes) -> Fault | None:
+    """No fault of its own: for scenarios that use only the proxy's state (cuts, limits)."""
+    return None
 
 
 @dataclass
@@ -76,19 +94,48 @@ class SlowRegistration:
         )
 
 
+@dataclass
+class ExpiringWatches:
+    """While :attr:`active`, each watch request is answered 410 ``Expired`` with probability
+    ``rate``, drawn from ``rng``: the reflector must relist, as after a compaction."""
+
+    rng: random.Random
+    rate: float
+    active: bool = False
+
+    def __call__(self, method: str, path: str, body: bytes) -> Fault | None:
+        if not self.active or method != "GET" or not is_watch(path):
+            return None
+        return Fault("gone") if self.rng.random() < self.rate else None
+
+
+def is_watch(path: str) -> bool:
+    """Whether a request path (with its query) opens a watch."""
+    values = parse_qs(urlsplit(path).query).get("watch", [""])
+    return values[-1].lower() in ("true", "1")
+
+
+def _status(code: int) -> dict[str, object]:
+    reason = REASONS.get(code, "InternalError")
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": f"fault injected by the chaos proxy: {reason}",
+        "reason": reason,
+        "code": code,
+    }
+
+
 def status_body(code: int) -> bytes:
     """The Kubernetes Status an apiserver answers with ``code``."""
-    reason = REASONS.get(code, "InternalError")
-    return json.dumps(
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "message": f"fault injected by the chaos proxy: {reason}",
-            "reason": reason,
-            "code": code,
-        }
-    ).encode()
+    return json.dumps(_status(code)).encode()
+
+
+def gone_event() -> bytes:
+    """The watch event of a resourceVersion too old for the apiserver's history."""
+    status = {**_status(410), "message": "too old resource version (injected by the chaos proxy)"}
+    return json.dumps({"type": "ERROR", "object": status}).encode() + b"\n"
 
 
 class FaultProxy:
@@ -99,7 +146,11 @@ class FaultProxy:
         self.ssl_context = ssl_context
         self.policy = policy
         self.faults = 0
+        self.max_inflight: int | None = None  # None: no limit
+        self.received: list[float] = []  # time.monotonic() of each request's arrival
         self.port = 0
+        self._inflight = 0  # forwarded requests not yet answered, watches excepted
+        self._watches: dict[asyncio.Task[object], web.Request] = {}  # open watch streams
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._handlers: set[asyncio.Task[object]] = set()
@@ -147,23 +198,51 @@ class FaultProxy:
         finally:
             self._handlers.discard(task)
 
+    def cut_watches(self) -> int:
+        """Reset every watch stream open now, mid-stream; returns how many were cut."""
+        cut = list(self._watches.items())
+        for task, request in cut:
+            if request.transport is not None:
+                request.transport.abort()
+            task.cancel()  # its upstream watch would otherwise stay open until the next event
+        self.faults += len(cut)
+        return len(cut)
+
     async def _answer(self, request: web.Request) -> web.StreamResponse:
+        self.received.append(time.monotonic())
         body = await request.read()
+        watch = request.method == "GET" and is_watch(request.raw_path)
         fault = self.policy(request.method, request.raw_path, body)
+        if fault is None and not watch and self._throttled():
+            fault = Fault("status", status=429)
         if fault is not None:
             self.faults += 1
             if fault.kind == "reset":
                 return _hang_up(request)
             if fault.kind == "status":
-                headers = {"Retry-After": "1"} if fault.status == 429 else {}
-                return web.Response(
-                    status=fault.status,
-                    body=status_body(fault.status),
-                    content_type="application/json",
-                    headers=headers,
-                )
+                return _status_response(fault.status)
+            if fault.kind == "gone":
+                return web.Response(status=200, body=gone_event(), content_type="application/json")
             await asyncio.sleep(fault.seconds)
-        return await self._forward(request, body)
+        if watch:
+            return await self._watch(request, body)
+        self._inflight += 1
+        try:
+            return await self._forward(request, body)
+        finally:
+            self._inflight -= 1
+
+    def _throttled(self) -> bool:
+        return self.max_inflight is not None and self._inflight >= self.max_inflight
+
+    async def _watch(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._watches[task] = request
+        try:
+            return await self._forward(request, body)
+        finally:
+            self._watches.pop(task, None)
 
     async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
         try:
@@ -190,6 +269,15 @@ class FaultProxy:
                     await answer.write(chunk)
                 await answer.write_eof()
             return answer
+
+
+def _status_response(code: int) -> web.Response:
+    return web.Response(
+        status=code,
+        body=status_body(code),
+        content_type="application/json",
+        headers={"Retry-After": "1"} if code == 429 else {},
+    )
 
 
 def _hang_up(request: web.Request) -> web.Response:

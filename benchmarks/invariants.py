@@ -193,6 +193,25 @@ def error_tracebacks(log_lines: Iterable[str]) -> list[Violation]:
     ]
 
 
+def call_rate(times: Sequence[float], window: tuple[float, float]) -> float:
+    """Calls per minute among ``times`` (seconds) that fall in ``window`` (start, end)."""
+    start, end = window
+    if end <= start:
+        return 0.0
+    return sum(start <= t <= end for t in times) * 60.0 / (end - start)
+
+
+def bounded_call_rate(
+    what: str, times: Sequence[float], window: tuple[float, float], bound: float
+) -> list[Violation]:
+    """While a fault lasts, the controller's calls stay at most ``bound`` per minute: a retry
+    backs off instead of adding to the load of a server that is already failing."""
+    rate = call_rate(times, window)
+    if rate <= bound:
+        return []
+    return [Violation("call-rate", what, f"{rate:.0f} calls/min while faulted (bound {bound:.0f})")]
+
+
 @dataclass(frozen=True)
 class Observed:
     """One converged run, as listed: the cluster's objects, the cloud's instances and the

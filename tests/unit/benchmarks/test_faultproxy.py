@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
 
-from benchmarks.faultproxy import Fault, FaultProxy, Flaky, Policy, SlowRegistration, status_body
+from benchmarks.faultproxy import (
+    ExpiringWatches,
+    Fault,
+    FaultProxy,
+    Flaky,
+    Policy,
+    SlowRegistration,
+    is_watch,
+    passthrough,
+    status_body,
+)
 from karpenter_py.kube import CONFIGMAPS, KubeClient, KubeConfig
-from karpenter_py.kube.errors import KubeError, ServerError, TooManyRequestsError, TransportError
+from karpenter_py.kube.errors import (
+    GoneError,
+    KubeError,
+    ServerError,
+    TooManyRequestsError,
+    TransportError,
+)
 from tests.unit.kube.fakeapiserver import NS, Recorder, serve
 
 REGISTER = json.dumps({"metadata": {"labels": {"karpenter.sh/registered": "true"}}}).encode()
@@ -57,8 +74,46 @@ def test_flaky_draws_its_faults_from_the_seed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/api/v1/pods?watch=true&resourceVersion=5", True),
+        ("/api/v1/pods?resourceVersion=5&watch=1", True),
+        ("/api/v1/pods?watch=True", True),
+        ("/api/v1/pods?watch=false", False),
+        ("/api/v1/pods?resourceVersion=5", False),
+        ("/api/v1/namespaces/watch/pods", False),
+    ],
+)
+def test_is_watch_reads_the_query(path: str, expected: bool) -> None:
+    assert is_watch(path) is expected
+
+
+def test_expiring_watches_expires_only_watches_while_active() -> None:
+    policy = ExpiringWatches(random.Random(0), rate=1.0)
+    watch = "/api/v1/pods?watch=true"
+    assert policy("GET", watch, b"") is None
+    policy.active = True
+    assert [
+        policy("GET", watch, b""),
+        policy("GET", "/api/v1/pods", b""),
+        policy("POST", "/api/v1/pods", b""),
+    ] == [Fault("gone"), None, None]
+
+
+def test_expiring_watches_draws_from_the_seed() -> None:
+    policy = ExpiringWatches(random.Random("watch-cuts/0"), rate=0.5, active=True)
+    drawn = [policy("GET", "/api/v1/pods?watch=1", b"") for _ in range(6)]
+    assert drawn == [None, None, None, Fault("gone"), None, None]  # draws .74 .91 .54 .13 .65 .97
+
+
+@pytest.mark.parametrize(
     ("code", "reason"),
-    [(429, "TooManyRequests"), (500, "InternalError"), (503, "ServiceUnavailable")],
+    [
+        (410, "Expired"),
+        (429, "TooManyRequests"),
+        (500, "InternalError"),
+        (503, "ServiceUnavailable"),
+    ],
 )
 def test_status_body_is_a_kubernetes_status(code: int, reason: str) -> None:
     assert json.loads(status_body(code)) == {
@@ -85,12 +140,8 @@ async def proxied(policy: Policy) -> AsyncIterator[tuple[KubeClient, FaultProxy]
             await proxy.stop()
 
 
-def never(method: str, path: str, body: bytes) -> Fault | None:
-    return None
-
-
 async def test_the_proxy_forwards_reads_and_streams_watches_unchanged() -> None:
-    async with proxied(never) as (client, proxy):
+    async with proxied(passthrough) as (client, proxy):
         got = await client.get(CONFIGMAPS, "present", namespace=NS)
         seen = []
         async with client.watch(CONFIGMAPS, namespace=NS, resource_version="big") as stream:
@@ -120,3 +171,51 @@ async def test_an_injected_fault_reaches_the_client_as_the_apiserver_s_would(
     assert getattr(raised.value, "status", None) == status
     assert raised.value.transient is True
     assert proxy.faults == attempts
+
+
+async def read_watch(
+    client: KubeClient, resource_version: str, on_event: Callable[[str], None] = lambda _: None
+) -> list[str]:
+    """The names a ConfigMap watch from ``resource_version`` delivers until it ends."""
+    names = []
+    async with client.watch(CONFIGMAPS, namespace=NS, resource_version=resource_version) as stream:
+        async for event in stream:
+            names.append(event.object["metadata"]["name"])
+            on_event(names[-1])
+    return names
+
+
+async def test_a_gone_fault_answers_the_watch_with_a_410_event() -> None:
+    async with proxied(lambda method, path, body: Fault("gone")) as (client, proxy):
+        with pytest.raises(GoneError):
+            await read_watch(client, "big")
+    assert proxy.faults == 1
+
+
+async def test_beyond_max_inflight_a_request_is_answered_429_and_watches_are_not_counted() -> None:
+    async with proxied(passthrough) as (client, proxy):
+        proxy.max_inflight = 0
+        with pytest.raises(TooManyRequestsError):
+            await client.get(CONFIGMAPS, "present", namespace=NS)
+        names = await read_watch(client, "big")
+        proxy.max_inflight = 1
+        got = await client.get(CONFIGMAPS, "present", namespace=NS)
+    assert (names, got["metadata"]["name"], proxy.faults) == (["big", "b", "b"], "present", 1)
+    assert len(proxy.received) == 3
+
+
+async def test_cut_watches_resets_an_open_stream_and_its_upstream() -> None:
+    rec = Recorder()
+    cuts: list[int] = []
+    async with serve(rec) as url:
+        proxy = FaultProxy(url, ssl.create_default_context(), passthrough)
+        await proxy.start()
+        try:
+            async with KubeClient(KubeConfig(server=proxy.url, token="t"), qps=0, burst=0) as c:
+                with pytest.raises(TransportError):
+                    await read_watch(c, "hang", lambda name: cuts.append(proxy.cut_watches()))
+                async with asyncio.timeout(5):
+                    await rec.watch_disconnected.wait()
+        finally:
+            await proxy.stop()
+    assert (cuts, proxy.faults, proxy.cut_watches()) == ([1], 1, 0)

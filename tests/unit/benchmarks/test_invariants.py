@@ -14,6 +14,8 @@ from benchmarks.invariants import (
     Instance,
     Observed,
     Violation,
+    bounded_call_rate,
+    call_rate,
     check,
     disrupted_taints,
     duplicate_capacity,
@@ -201,6 +203,35 @@ def test_disrupted_taints(nodes: Sequence[Obj], expected: Any) -> None:
 )
 def test_stuck_finalizers(deleting: str | None, expected: Any) -> None:
     assert stuck_finalizers([claim("a", deleting=deleting)], NOW, timedelta(minutes=1)) == expected
+
+
+@pytest.mark.parametrize(
+    ("times", "window", "expected"),
+    [
+        ([], (10.0, 20.0), 0.0),
+        ([10.0, 12.0, 20.0], (10.0, 20.0), 18.0),  # both ends count: 3 calls in 10 s
+        ([9.9, 15.0, 20.1], (10.0, 20.0), 6.0),
+        ([10.0, 11.0], (10.0, 10.0), 0.0),  # an empty window has no rate
+    ],
+)
+def test_call_rate(times: list[float], window: tuple[float, float], expected: float) -> None:
+    assert call_rate(times, window) == expected
+
+
+@pytest.mark.parametrize(
+    ("calls", "bound", "expected"),
+    [
+        (30, 180.0, []),  # 30 calls in 10 s: 180 per minute, at the bound
+        (
+            31,
+            180.0,
+            [Violation("call-rate", "apiserver", "186 calls/min while faulted (bound 180)")],
+        ),
+    ],
+)
+def test_bounded_call_rate(calls: int, bound: float, expected: list[Violation]) -> None:
+    times = [100.0 + i * 10.0 / calls for i in range(calls)]
+    assert bounded_call_rate("apiserver", times, (100.0, 110.0), bound) == expected
 
 
 @pytest.mark.parametrize(
