@@ -30,12 +30,14 @@ Scenarios:
   (Pending, reported unschedulable by Karpenter's event, no node bought); removed at teardown.
 
 The JSON: ``{"runs", "violations", "scenarios": [{"name", "runs", "faults", "violations",
-"converge_p50_s", "converge_p95_s"}], "results": [one entry per run]}``; a table is printed.
+"converge_p50_s", "converge_p95_s"}], "results": [one entry per run, with what its scenario
+measured]}``; a table is printed.
 
 A scenario is an :data:`Inject` coroutine (it gets the :class:`Run`: the runner's client, the
 controller it may kill and restart, the seeded generator, the fault proxy; it returns how many
 faults it injected and returns once the fault is over), the controller's extra environment,
-and the fault proxy's policy if the controller should talk through one. Add it to
+and the fault proxy's policy if the controller should talk through one; optionally a teardown
+for what it created and how many controller replicas start before the workload. Add it to
 ``SCENARIOS``; the invariants are checked for every scenario alike.
 """
 
