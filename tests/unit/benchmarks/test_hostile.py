@@ -1,5 +1,6 @@
 """The ``bad-input`` scenario's hostile objects: their sizes, that they stay out of the workload
-the runner lists, and why that matters: the empty-node invariant sees a node bought for them."""
+the runner lists, and why that matters: the empty-node invariant sees a node bought for them;
+and how a refusal is judged (it must name the field and the CEL rule's message)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 import pytest
 
 from benchmarks import hostile
-from benchmarks.chaos import APP, NAMESPACE, POOL
+from benchmarks.chaos import APP, NAMESPACE, POOL, refused
 from benchmarks.invariants import Violation, empty_nodes
+from karpenter_py.kube import InvalidError
 from karpenter_py.model.labels import LABEL_NODEPOOL
 from tests import factories
+from tests.unit.fakes import FakeKube
 
 
 @pytest.mark.parametrize(
@@ -77,3 +80,50 @@ def test_a_node_bought_for_hostile_pods_counts_as_empty(
     pods: list[dict[str, Any]], expected: list[Violation]
 ) -> None:
     assert empty_nodes([_node("used"), _node("bought")], pods) == expected
+
+
+def _invalid(field: str, message: str) -> InvalidError:
+    causes = [{"reason": "FieldValueInvalid", "field": field, "message": message}]
+    return InvalidError(status=422, verb="create", details={"causes": causes})
+
+
+RESTRICTED = 'Invalid value: "object": label domain "karpenter.sh" is restricted'
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param(
+            _invalid("spec.template.metadata.labels", RESTRICTED), [], id="refused, naming both"
+        ),
+        pytest.param(
+            _invalid("spec.template.metadata", RESTRICTED),
+            [
+                Violation(
+                    "refusal-unnamed",
+                    "NodePool chaos-bad-label",
+                    "spec.template.metadata.labels not in "
+                    f"[('spec.template.metadata', {RESTRICTED!r})]",
+                )
+            ],
+            id="refused, naming another field",
+        ),
+        pytest.param(
+            None,
+            [
+                Violation(
+                    "invalid-accepted",
+                    "NodePool chaos-bad-label",
+                    'spec.template.metadata.labels: label domain "karpenter.sh" is restricted',
+                )
+            ],
+            id="accepted",
+        ),
+    ],
+)
+async def test_refused(answer: InvalidError | None, expected: list[Violation]) -> None:
+    refusal = hostile.refusals()[0]
+    kube = FakeKube()
+    if answer is not None:
+        kube.fail("create", refusal.name, answer)
+    assert await refused(kube, refusal) == expected
