@@ -31,17 +31,28 @@ Scenarios:
   does for a throttled ServiceAccount (``system:masters``, the controller's identity here, is
   never throttled by the real one).
 
+* ``leader-kill``: two replicas with leader election on one Lease; at a seeded moment 0.5-6 s
+  into the scale-up the one holding the Lease is SIGKILLed and a new standby started; a live
+  replica (usually the old standby) must take over within ``TAKEOVER_BOUND`` (the 15 s lease and
+  two jittered retries).
+* ``bad-input``: during the scale-up, invalid NodePools and NodeClaims (refused by the CRDs' CEL
+  rules, naming the field), a NodePool whose KWOKNodeClass is missing (its status says so, nothing
+  launched) and pods no node can take, with 250 KB annotations and 63-character label values
+  (Pending, reported unschedulable by Karpenter's event, no node bought); removed at teardown.
+
 Where the controller talks through the fault proxy, its request rate while the fault lasts
 (the window a scenario records in :attr:`Run.fault_window`) may not exceed
 ``MAX_API_CALLS_PER_MINUTE``: retries must back off, not storm.
 
 The JSON: ``{"runs", "violations", "scenarios": [{"name", "runs", "faults", "violations",
-"converge_p50_s", "converge_p95_s"}], "results": [one entry per run]}``; a table is printed.
+"converge_p50_s", "converge_p95_s"}], "results": [one entry per run, with what its scenario
+measured]}``; a table is printed.
 
 A scenario is an :data:`Inject` coroutine (it gets the :class:`Run`: the runner's client, the
 controller it may kill and restart, the seeded generator, the fault proxy; it returns how many
 faults it injected and returns once the fault is over), the controller's extra environment,
-and the fault proxy's policy if the controller should talk through one. Add it to
+and the fault proxy's policy if the controller should talk through one; optionally a teardown
+for what it created and how many controller replicas start before the workload. Add it to
 ``SCENARIOS``; the invariants are checked for every scenario alike.
 """
 
@@ -64,16 +75,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 if __package__ in (None, ""):  # run as a script: the repo root holds benchmarks/ and tests/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import hostile
 from benchmarks.e2e import (
     KWOKNODECLASS,
     LocalCluster,
     controller_env,
     deployment,
+    free_port,
     install_crds,
     start_controller,
     stop_controller,
@@ -93,16 +106,26 @@ from benchmarks.invariants import (
     bounded_call_rate,
     call_rate,
     check,
+    pods_placed,
 )
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
-from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, PatchType
+from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, InvalidError, PatchType
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.config import load_config
-from karpenter_py.kube.errors import KubeError, NotFoundError
+from karpenter_py.kube.errors import AlreadyExistsError, KubeError, NotFoundError
 from karpenter_py.kube.objects import KubeObject
-from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
+from karpenter_py.kube.resources import (
+    DEPLOYMENTS,
+    LEASES,
+    NAMESPACES,
+    NODECLAIMS,
+    NODES,
+    PODS,
+    Resource,
+)
+from karpenter_py.model.api.nodepool import CONDITION_NODE_CLASS_READY
 from karpenter_py.model.labels import LABEL_NODEPOOL
-from tests.cluster.harness import is_true
+from tests.cluster.harness import condition, events_for, is_true
 
 write_kubeconfig: Any = importlib.import_module("cluster").write_kubeconfig  # hack/, via e2e
 
@@ -112,6 +135,7 @@ NAMESPACE = "default"
 SETTLE = 3.0  # seconds the converged state must hold (a late extra NodeClaim shows in that time)
 POLL = 0.5
 TEARDOWN = 60.0
+REPLICASETS = Resource("apps", "v1", "replicasets", True, "ReplicaSet")  # the runner's own use
 APISERVER_AWAY = 120.0  # how long the runner keeps asking an apiserver that does not answer
 
 
@@ -153,12 +177,15 @@ class Workload:
 
 # ----------------------------------------------------------------------------- the controller
 class Controller:
-    """The controller subprocess over its lives (each restart logs to its own file)."""
+    """The controller subprocesses over their lives, each logging to its own file. Usually one
+    runs at a time (a restart follows a kill); a life started while another still runs (a
+    leader-election standby) gets its own probe and metrics ports."""
 
     def __init__(self, env: dict[str, str], run_dir: Path) -> None:
         self.env = env
         self.run_dir = run_dir
         self.lives: list[subprocess.Popen[bytes]] = []
+        self.envs: list[dict[str, str]] = []  # each life's environment (its ports)
         self.ended: set[int] = set()  # pids this runner killed or stopped
         self.killed_at: list[float] = []  # monotonic
 
@@ -166,12 +193,22 @@ class Controller:
     def proc(self) -> subprocess.Popen[bytes]:
         return self.lives[-1]
 
+    def running(self) -> list[subprocess.Popen[bytes]]:
+        return [p for p in self.lives if p.poll() is None]
+
     async def start(self) -> None:
-        log = self.run_dir / f"controller-{len(self.lives)}.log"
-        self.lives.append(await asyncio.to_thread(start_controller, self.env, log))
+        env = self.env
+        if self.running():  # two processes cannot serve one port
+            env = dict(env, HEALTH_PROBE_PORT=str(free_port()), METRICS_PORT=str(free_port()))
+        self.envs.append(env)
+        self.lives.append(await asyncio.to_thread(start_controller, env, self.log(len(self.lives))))
+
+    def log(self, life: int) -> Path:
+        return self.run_dir / f"controller-{life}.log"
 
     async def ready(self, limit: float = 60.0) -> None:
-        url = f"http://127.0.0.1:{self.env['HEALTH_PROBE_PORT']}/readyz"
+        """Wait for the last life's readiness (its caches synced; a standby is ready too)."""
+        url = f"http://127.0.0.1:{self.envs[-1]['HEALTH_PROBE_PORT']}/readyz"
         start = time.monotonic()
         while time.monotonic() - start < limit:
             with contextlib.suppress(OSError):
@@ -182,11 +219,13 @@ class Controller:
             await asyncio.sleep(0.2)
         raise RuntimeError(f"controller not ready after {limit} s")
 
-    def kill(self) -> None:
-        self.ended.add(self.proc.pid)
+    def kill(self, proc: subprocess.Popen[bytes] | None = None) -> None:
+        """SIGKILL ``proc`` (default: the last life)."""
+        proc = proc or self.proc
+        self.ended.add(proc.pid)
         self.killed_at.append(time.monotonic())
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
 
     async def restart_after_kill(self, pause: float) -> None:
         self.kill()
@@ -194,9 +233,9 @@ class Controller:
         await self.start()
 
     def stop(self) -> None:
-        if self.lives and self.proc.poll() is None:
-            self.ended.add(self.proc.pid)
-            stop_controller(self.proc)
+        for proc in self.running():
+            self.ended.add(proc.pid)
+            stop_controller(proc)
 
     def crashes(self) -> list[Violation]:
         """Lives that ended by themselves (not killed by the runner, not stopped at the end)."""
@@ -209,8 +248,7 @@ class Controller:
     def log_lines(self) -> list[str]:
         lines: list[str] = []
         for i in range(len(self.lives)):
-            path = self.run_dir / f"controller-{i}.log"
-            lines += path.read_text(errors="replace").splitlines(keepends=True)
+            lines += self.log(i).read_text(errors="replace").splitlines(keepends=True)
         return lines
 
 
@@ -223,7 +261,8 @@ def _status(url: str) -> int:
 @dataclass
 class Run:
     """What a scenario's fault may use: the client, the controller, the seeded generator, and
-    the fault proxy the controller talks through (None: straight to the apiserver)."""
+    the fault proxy the controller talks through (None: straight to the apiserver); where it
+    reports the violations it checks itself and the numbers it measures."""
 
     client: KubeClient
     controller: Controller
@@ -231,6 +270,9 @@ class Run:
     proxy: FaultProxy | None = None
     cluster: Any = None  # hack/cluster.py's LocalCluster
     fault_window: tuple[float, float] | None = None  # monotonic; set by the scenario
+    # What the scenario itself found wrong, and what it measured (both land in the result).
+    violations: list[Violation] = field(default_factory=list)
+    measured: dict[str, float] = field(default_factory=dict)
 
     async def during(self, seconds: float) -> None:
         """Record ``seconds`` from now as the fault's window and wait them out."""
@@ -324,6 +366,191 @@ async def first_created(client: KubeClient, resource: Resource) -> None:
                 return
 
 
+# ------------------------------------------------------------- leader-kill and bad-input
+LEASE = "chaos-leader"
+LEADER_ENV: Final = {
+    "DISABLE_LEADER_ELECTION": "false",
+    "LEADER_ELECTION_NAME": LEASE,
+    "LEADER_ELECTION_NAMESPACE": NAMESPACE,
+}
+LEASE_DURATION = 15.0  # the elector's (controller-runtime's) default
+RETRY_MAX = 2.0 * 2.2  # its acquire retry period, 2 s, at the most jitter (x 2.2)
+# The standby sees the killed leader's last renewal at its next retry (at most RETRY_MAX after
+# it), judges the lease from then, and takes it at its first retry after it ran out: the lease
+# and two retries, plus a second for the requests.
+TAKEOVER_BOUND = LEASE_DURATION + 2 * RETRY_MAX + 1.0
+ANSWER_WITHIN = 20.0  # for the controller's answer to hostile input (a few provisioning rounds)
+
+
+async def lease_holder(client: KubeClient) -> str:
+    with contextlib.suppress(NotFoundError):
+        lease = await client.get(LEASES, LEASE, namespace=NAMESPACE)
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
+    return ""
+
+
+def identities(controller: Controller) -> dict[str, subprocess.Popen[bytes]]:
+    """Each life's Lease identity (a uuid per process), from its elector's first log line."""
+    found: dict[str, subprocess.Popen[bytes]] = {}
+    for i, proc in enumerate(controller.lives):
+        for line in controller.log(i).read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if isinstance(entry, dict) and entry.get("controller") == "leader-election":
+                    found[str(entry.get("identity"))] = proc
+                    break
+    return found
+
+
+async def wait_holder(
+    client: KubeClient, accept: Callable[[str], bool], limit: float
+) -> tuple[str, float] | None:
+    """(the first Lease holder ``accept`` takes, seconds until then), or None after ``limit``."""
+    start = time.monotonic()
+    while (waited := time.monotonic() - start) < limit:
+        holder = await lease_holder(client)
+        if accept(holder):
+            return holder, waited
+        await asyncio.sleep(0.1)
+    return None
+
+
+async def leader_kill(run: Run) -> int:
+    """SIGKILL the replica holding the Lease at a seeded moment of the scale-up and start a new
+    standby at once (as the killed pod comes back); a live replica must take the Lease within
+    ``TAKEOVER_BOUND``.
+
+    Usually the old standby wins, but not always: as in client-go, a candidate judges the lease
+    from when it first saw the holder's last renewal, and the old standby, polling every 2-4.4 s,
+    may see it up to 4.4 s after the kill, later than the new standby's first look; then the new
+    one's lease runs out first. Which one won is measured (``new_standby_won``), not asserted.
+    """
+    c = run.controller
+    await asyncio.sleep(run.rng.uniform(0.5, 6.0))
+    held = await wait_holder(run.client, lambda h: h in identities(c), LEASE_DURATION + RETRY_MAX)
+    if held is None:
+        run.violations.append(Violation("no-leader", LEASE, "no replica of this run holds it"))
+        return 0
+    killed = identities(c)[held[0]]
+    c.kill(killed)
+    await c.start()  # the new standby
+    taken = await wait_holder(run.client, lambda h: h not in ("", held[0]), TAKEOVER_BOUND)
+    if taken is None:
+        run.violations.append(Violation("no-takeover", LEASE, f"after {TAKEOVER_BOUND} s"))
+    else:
+        winner = identities(c).get(taken[0])
+        if winner is None or winner.poll() is not None:
+            run.violations.append(
+                Violation("wrong-leader", LEASE, f"{taken[0]}: not a live replica")
+            )
+        run.measured["takeover_s"] = round(taken[1], 2)
+        run.measured["new_standby_won"] = float(winner is c.proc)
+    await c.ready()
+    return 1
+
+
+def _hostile_meta() -> dict[str, Any]:
+    return {"name": hostile.NAMESPACE, "labels": {hostile.HOSTILE_LABEL: "true"}}
+
+
+async def refused(client: KubeClient, refusal: hostile.Refusal) -> list[Violation]:
+    """The apiserver refuses ``refusal``'s object and its answer names the field and the rule."""
+    subject = f"{refusal.resource.kind} {refusal.name}"
+    try:
+        await client.create(refusal.resource, refusal.body)
+    except InvalidError as e:
+        causes = [(str(c.get("field")), str(c.get("message"))) for c in e.causes]
+        if any(f == refusal.field and refusal.message in m for f, m in causes):
+            return []
+        return [Violation("refusal-unnamed", subject, f"{refusal.field} not in {causes}")]
+    return [Violation("invalid-accepted", subject, f"{refusal.field}: {refusal.message}")]
+
+
+async def unanswered(client: KubeClient) -> list[str]:
+    """The hostile objects the controller has not answered yet: the pool without its class
+    (its NodeClassReady must say NodeClassNotFound) and each hostile pod (still Pending, the
+    scheduler's Unschedulable condition, and Karpenter's FailedScheduling event on it)."""
+    left = []
+    pool = await client.get(NODEPOOLS, hostile.MISSING_CLASS_POOL)
+    ready = condition(pool, CONDITION_NODE_CLASS_READY) or {}
+    if ready.get("reason") != "NodeClassNotFound" or hostile.MISSING_CLASS not in str(
+        ready.get("message")
+    ):
+        left.append(f"NodePool {hostile.MISSING_CLASS_POOL}: {CONDITION_NODE_CLASS_READY} {ready}")
+    for body in hostile.pods():
+        meta = body["metadata"]
+        pod = await client.get(PODS, meta["name"], namespace=meta["namespace"])
+        events = await events_for(client, meta["name"], "FailedScheduling")
+        if (
+            (pod.get("status") or {}).get("phase") != "Pending"
+            or pods_placed([pod]) != []  # not reported Unschedulable by the scheduler
+            or not any(
+                e.get("reportingComponent") == "karpenter"
+                # this run's pod, not an earlier run's of the same name (events outlive it)
+                and (e.get("involvedObject") or {}).get("uid") == pod["metadata"]["uid"]
+                for e in events
+            )
+        ):
+            left.append(f"Pod {meta['namespace']}/{meta['name']}: {pod.get('status')}")
+    return left
+
+
+async def bad_input(run: Run) -> int:
+    """At a seeded moment of the scale-up: invalid NodePools and NodeClaims (refused, naming the
+    field), a NodePool without its class and pods no node can take (answered, nothing bought;
+    the empty-node invariant sees a node bought for them, as they are not the workload's)."""
+    client = run.client
+    await asyncio.sleep(run.rng.uniform(0.0, 2.0))
+    with contextlib.suppress(AlreadyExistsError):
+        await client.create(
+            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": _hostile_meta()}
+        )
+    refusals = hostile.refusals()
+    for refusal in refusals:
+        run.violations += await refused(client, refusal)
+    await client.create(NODEPOOLS, hostile.missing_class_pool())
+    pods = hostile.pods()
+    for pod in pods:
+        await client.create(PODS, pod, namespace=pod["metadata"]["namespace"])
+    start = time.monotonic()
+    while left := await unanswered(client):
+        if time.monotonic() - start > ANSWER_WITHIN:
+            run.violations += [
+                Violation("unanswered", what, f"after {ANSWER_WITHIN} s") for what in left
+            ]
+            break
+        await asyncio.sleep(POLL)
+    run.measured["answered_s"] = round(time.monotonic() - start, 2)
+    bought = await client.list(
+        NODECLAIMS, label_selector=f"{LABEL_NODEPOOL}={hostile.MISSING_CLASS_POOL}"
+    )
+    run.violations += [
+        Violation("launched-for-hostile", str(c["metadata"]["name"]), hostile.MISSING_CLASS_POOL)
+        for c in bought.items
+    ]
+    return len(refusals) + 1 + len(pods)
+
+
+async def remove_hostile(client: KubeClient) -> None:
+    """Delete what ``bad_input`` created (or was wrongly allowed to), and wait for the pods."""
+    for body in hostile.pods():
+        meta = body["metadata"]
+        with contextlib.suppress(NotFoundError):
+            await client.delete(PODS, meta["name"], namespace=meta["namespace"])
+    for refusal in hostile.refusals():
+        with contextlib.suppress(NotFoundError):
+            await client.delete(refusal.resource, refusal.name)
+    with contextlib.suppress(NotFoundError):
+        await client.delete(NODEPOOLS, hostile.MISSING_CLASS_POOL)
+    start = time.monotonic()
+    while time.monotonic() - start < TEARDOWN:
+        listed = await client.list(PODS, label_selector=f"{hostile.HOSTILE_LABEL}=true")
+        if not listed.items:
+            return
+        await asyncio.sleep(POLL)
+    raise RuntimeError(f"hostile pods left after {TEARDOWN} s")
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -331,6 +558,9 @@ class Scenario:
     env: Mapping[str, str] = field(default_factory=dict)
     # The fault proxy's policy for the run's generator; None: no proxy.
     policy: Callable[[random.Random], Policy] | None = None
+    # Removes what ``inject`` created besides the workload (run after every run, failed or not).
+    teardown: Callable[[KubeClient], Awaitable[None]] | None = None
+    replicas: int = 1  # controller processes started before the workload (leader election on)
 
 
 API_FAULT_SECONDS = 10.0
@@ -363,6 +593,8 @@ SCENARIOS: Mapping[str, Scenario] = {
             "watch-cuts", watch_cuts, policy=lambda rng: ExpiringWatches(rng, WATCH_EXPIRY_RATE)
         ),
         Scenario("inflight-limit", inflight_limit, policy=lambda _: passthrough),
+        Scenario("leader-kill", leader_kill, LEADER_ENV, replicas=2),
+        Scenario("bad-input", bad_input, teardown=remove_hostile),
     )
 }
 
@@ -447,22 +679,49 @@ async def wait_converged(
         await asyncio.sleep(POLL)
 
 
+async def remove_workload(client: KubeClient) -> int:
+    """Delete the workload's Deployment, ReplicaSets and pods, each itself (orphaning what it
+    owns); returns how many of them were still there. Left to the garbage collector, removal
+    lagged a minute after an apiserver restart, and meanwhile a ReplicaSet it had not removed
+    recreated the pods a drain evicted, for the next run to find."""
+    found = 0
+    with contextlib.suppress(NotFoundError):
+        await client.delete(DEPLOYMENTS, APP, namespace=NAMESPACE, propagation_policy="Orphan")
+        found += 1
+    selector = f"app={APP}"
+    for resource in (REPLICASETS, PODS):
+        for obj in (
+            await client.list(resource, namespace=NAMESPACE, label_selector=selector)
+        ).items:
+            found += 1
+            if not obj["metadata"].get("deletionTimestamp"):
+                with contextlib.suppress(NotFoundError):
+                    await client.delete(
+                        resource,
+                        obj["metadata"]["name"],
+                        namespace=NAMESPACE,
+                        propagation_policy="Orphan",
+                    )
+    return found
+
+
 async def clean(client: KubeClient) -> list[str]:
     """No workload, no NodeClaim, no kwok Node. The controller (running) deletes the NodeClaims
     and their instances; what is still there after ``TEARDOWN`` s has its finalizers removed
     and is named in the answer."""
-    with contextlib.suppress(NotFoundError):
-        await client.delete(DEPLOYMENTS, APP, namespace=NAMESPACE)
-    for claim in (await client.list(NODECLAIMS)).items:
-        with contextlib.suppress(NotFoundError):
-            await client.delete(NODECLAIMS, claim["metadata"]["name"])
     start = time.monotonic()
     while True:
+        workload = await remove_workload(client)
         seen = await listed(client)
-        if not seen.nodeclaims and not seen.instances() and not seen.pods:
+        if not workload and not seen.nodeclaims and not seen.instances() and not seen.pods:
             return []
         if time.monotonic() - start > TEARDOWN:
             break
+        # Every pass, not once: a NodeClaim launched for a pod before it went comes after.
+        for claim in seen.nodeclaims:
+            if not claim["metadata"].get("deletionTimestamp"):
+                with contextlib.suppress(NotFoundError):
+                    await client.delete(NODECLAIMS, claim["metadata"]["name"])
         await asyncio.sleep(POLL)
     left = [f"NodeClaim {c['metadata']['name']}" for c in seen.nodeclaims]
     for claim in seen.nodeclaims:
@@ -505,19 +764,20 @@ async def one_run(
     faults = 0
     took: float | None = None
     seen = Listed([], [], [])
-    run: Run | None = None
+    run = Run(client, controller, rng, proxy, cluster)
     start = time.monotonic()
     try:
-        await controller.start()
-        await controller.ready()
+        for _ in range(scenario.replicas):
+            await controller.start()
+            await controller.ready()
         # A run starts from a clean cluster: whatever a failed run before it left is gone.
         violations += [
             Violation("dirty-start", what, "left by a run before") for what in await clean(client)
         ]
         start = time.monotonic()
         await client.create(DEPLOYMENTS, load.body(), namespace=NAMESPACE)
-        run = Run(client, controller, rng, proxy, cluster)
         faults = await scenario.inject(run)
+        violations += run.violations
         if proxy is not None and run.fault_window is not None:
             violations += bounded_call_rate(
                 "apiserver", proxy.received, run.fault_window, MAX_API_CALLS_PER_MINUTE
@@ -535,6 +795,11 @@ async def one_run(
     except Exception as e:  # a broken run is one result, not the end of the matrix
         violations.append(Violation("run-error", scenario.name, repr(e)))
     finally:
+        if scenario.teardown is not None:
+            try:
+                await scenario.teardown(client)
+            except Exception as e:
+                violations.append(Violation("teardown-error", scenario.name, repr(e)))
         controller.stop()
         if proxy is not None:
             await proxy.stop()
@@ -554,10 +819,11 @@ async def one_run(
         "relists": sum("relisting" in line for line in controller.log_lines()),
         "api_calls_per_minute": (
             None
-            if proxy is None or run is None or run.fault_window is None
+            if proxy is None or run.fault_window is None
             else round(call_rate(proxy.received, run.fault_window), 1)
         ),
         "violations": [str(v) for v in violations],
+        **run.measured,
     }
 
 

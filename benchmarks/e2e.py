@@ -714,16 +714,17 @@ def free_port() -> int:
 
 
 def controller_env(kubeconfig: Path, extra: Mapping[str, str]) -> dict[str, str]:
-    """The controller subprocess's environment: single replica, free ports, info logs."""
-    return dict(
+    """The controller subprocess's environment: single replica, free ports, info logs; ``extra``
+    adds to it or overrides it (leader election back on, for several replicas)."""
+    env = dict(
         os.environ,
         KUBECONFIG=str(kubeconfig),
         DISABLE_LEADER_ELECTION="true",
         HEALTH_PROBE_PORT=str(free_port()),
         METRICS_PORT=str(free_port()),
         LOG_LEVEL="info",
-        **extra,
     )
+    return {**env, **extra}
 
 
 def stop_controller(proc: subprocess.Popen[bytes]) -> None:
