@@ -20,6 +20,11 @@ Scenarios:
 * ``api-faults``: for 10 s from a seeded moment of the scale-up, a quarter of the controller's
   API requests answer 429, 500 or 503 or lose their connection (benchmarks/faultproxy.py); no
   ERROR traceback may be logged for them (issue 17, fault 2).
+* ``drift-kill``: once the workload (under a PDB of maxUnavailable 1) has converged, a template
+  label on the NodePool drifts every NodeClaim; the controller is SIGKILLed right after the first
+  drift command's taint, its replacement's create or its candidate's delete (seed % 3), then
+  restarted. Converged means every NodeClaim carries the new template and none is Drifted; the
+  pods' availability is watched meanwhile and may never drop below what the PDB allows.
 
 The JSON: ``{"runs", "violations", "scenarios": [{"name", "runs", "faults", "violations",
 "converge_p50_s", "converge_p95_s"}], "results": [one entry per run]}``; a table is printed.
@@ -65,16 +70,25 @@ from benchmarks.e2e import (
     stop_controller,
 )
 from benchmarks.faultproxy import FaultProxy, Flaky, Policy, SlowRegistration
-from benchmarks.invariants import Instance, Observed, Violation, check
+from benchmarks.invariants import (
+    Availability,
+    Instance,
+    Observed,
+    Violation,
+    available_pods,
+    check,
+    disrupted_taints,
+    pdb_respected,
+)
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
-from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, PatchType
+from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, PODDISRUPTIONBUDGETS, PatchType
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.config import load_config
-from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.kube.errors import KubeError, NotFoundError
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
 from karpenter_py.model.labels import LABEL_NODEPOOL
-from tests.cluster.harness import is_true
+from tests.cluster.harness import is_true, pdb
 
 write_kubeconfig: Any = importlib.import_module("cluster").write_kubeconfig  # hack/, via e2e
 
@@ -194,12 +208,15 @@ def _status(url: str) -> int:
 @dataclass
 class Run:
     """What a scenario's fault may use: the client, the controller, the seeded generator, and
-    the fault proxy the controller talks through (None: straight to the apiserver)."""
+    the fault proxy the controller talks through (None: straight to the apiserver); the seed
+    itself, and where the scenario puts what it saw go wrong while the fault lasted."""
 
     client: KubeClient
     controller: Controller
     rng: random.Random
     proxy: FaultProxy | None = None
+    seed: int = 0
+    violations: list[Violation] = field(default_factory=list)
 
 
 Inject = Callable[[Run], Awaitable[int]]  # injects the fault; returns how many were injected
@@ -239,13 +256,138 @@ async def held_registrations(run: Run) -> int:
 
 async def first_created(client: KubeClient, resource: Resource) -> None:
     """Return as soon as one object of ``resource`` exists."""
+    await first_seen(client, resource, lambda _: True)
+
+
+async def first_seen(
+    client: KubeClient, resource: Resource, matches: Callable[[KubeObject], bool]
+) -> None:
+    """Return as soon as an object of ``resource`` is seen that ``matches`` (listed, or added or
+    changed after the list)."""
     listed = await client.list(resource)
-    if listed.items:
+    if any(matches(obj) for obj in listed.items):
         return
     async with client.watch(resource, resource_version=listed.resource_version) as stream:
         async for event in stream:
-            if event.type == "ADDED":
+            if event.type in ("ADDED", "MODIFIED") and matches(event.object):
                 return
+
+
+# ----------------------------------------------------------------------------- drift-kill
+GENERATION_LABEL = "chaos.karpenter-py/generation"  # a template label: it moves the pool's hash
+PDB_MAX_UNAVAILABLE = 1
+DRIFT_LIMIT = 120.0  # seconds the scenario waits for the workload, then for the drift to end
+
+
+def drift_workload(rng: random.Random) -> Workload:
+    """Two pods a node on 2 or 3 nodes: a drift command's replacement takes its candidate's pods
+    in the simulation of the next one, which waits for it to initialize and so for the next
+    disruption pass (10 s later), so a run's length is its nodes."""
+    return Workload(rng.randint(4, 6), "1500m")
+
+
+def _new_template(obj: KubeObject) -> bool:
+    return GENERATION_LABEL in (obj["metadata"].get("labels") or {})
+
+
+def _being_deleted(obj: KubeObject) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
+
+
+def _tainted(node: KubeObject) -> bool:
+    return bool(disrupted_taints([node]))
+
+
+# The visible steps of a disruption command (controllers/disruption/queue.py), each as what
+# shows it: the candidate's taint, the replacement's create, the candidate's deletion.
+DRIFT_STEPS: Sequence[tuple[str, Resource, Callable[[KubeObject], bool]]] = (
+    ("tainted", NODES, _tainted),
+    ("replacement-created", NODECLAIMS, _new_template),
+    ("candidate-deleted", NODECLAIMS, _being_deleted),
+)
+
+
+def drifted_away(seen: Listed) -> bool:
+    """Every NodeClaim made from the changed template, none Drifted, no Node left tainted."""
+    return all(
+        _new_template(c) and not is_true(c, "Drifted") for c in seen.nodeclaims
+    ) and not disrupted_taints(seen.nodes)
+
+
+async def until(client: KubeClient, done: Callable[[Listed], bool], limit: float) -> Listed | None:
+    """The first listing that is ``done``, or None after ``limit`` seconds."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        seen = await listed(client)
+        if done(seen):
+            return seen
+        await asyncio.sleep(POLL)
+    return None
+
+
+async def sample_availability(
+    client: KubeClient, start: float, samples: list[Availability]
+) -> None:
+    """Until cancelled, after every change to the workload's pods: how many are available
+    (list, then watch; a broken watch lists again)."""
+    selector = f"app={APP}"
+    while True:
+        try:
+            pods_listed = await client.list(PODS, namespace=NAMESPACE, label_selector=selector)
+            pods = {p["metadata"]["name"]: p for p in pods_listed.items}
+            _sample(samples, start, available_pods(pods.values()))
+            async with client.watch(
+                PODS,
+                namespace=NAMESPACE,
+                resource_version=pods_listed.resource_version,
+                label_selector=selector,
+            ) as stream:
+                async for event in stream:
+                    if event.type == "DELETED":
+                        pods.pop(event.object["metadata"]["name"], None)
+                    elif event.type in ("ADDED", "MODIFIED"):
+                        pods[event.object["metadata"]["name"]] = event.object
+                    _sample(samples, start, available_pods(pods.values()))
+        except KubeError:
+            await asyncio.sleep(POLL)
+
+
+def _sample(samples: list[Availability], start: float, available: int) -> None:
+    if not samples or samples[-1].available != available:
+        samples.append(Availability(round(time.monotonic() - start, 2), available))
+
+
+async def drift_kill(run: Run) -> int:
+    """Drift every NodeClaim of the converged workload; SIGKILL the controller at the seed's
+    step of the first drift command, restart it; watch the pods' availability until the drift
+    is over."""
+    client = run.client
+    start = time.monotonic()
+    replicas = int((await client.get(DEPLOYMENTS, APP, namespace=NAMESPACE))["spec"]["replicas"])
+    budget = pdb(APP, {"app": APP}, max_unavailable=PDB_MAX_UNAVAILABLE)
+    await client.create(PODDISRUPTIONBUDGETS, budget, namespace=NAMESPACE)
+    if await until(client, lambda seen: converged(seen, replicas), DRIFT_LIMIT) is None:
+        raise RuntimeError(f"the workload did not converge within {DRIFT_LIMIT} s")
+    step, resource, matches = DRIFT_STEPS[run.seed % len(DRIFT_STEPS)]
+    samples: list[Availability] = []
+    async with asyncio.TaskGroup() as tg:
+        sampler = tg.create_task(sample_availability(client, start, samples))
+        template = {"metadata": {"labels": {GENERATION_LABEL: str(run.seed)}}}
+        await client.patch(NODEPOOLS, POOL, {"spec": {"template": template}})
+        await first_seen(client, resource, matches)
+        await run.controller.restart_after_kill(run.rng.uniform(0.0, 1.0))
+        print(f"[chaos] drift-kill seed {run.seed}: killed once {step}", file=sys.stderr)
+        await until(
+            client, lambda seen: converged(seen, replicas) and drifted_away(seen), DRIFT_LIMIT
+        )
+        sampler.cancel()
+    run.violations += pdb_respected(samples, replicas - PDB_MAX_UNAVAILABLE)
+    lowest = min((s.available for s in samples), default=None)
+    print(
+        f"[chaos] drift-kill seed {run.seed}: at least {lowest} of {replicas} pods available",
+        file=sys.stderr,
+    )
+    return 1
 
 
 @dataclass(frozen=True)
@@ -255,6 +397,9 @@ class Scenario:
     env: Mapping[str, str] = field(default_factory=dict)
     # The fault proxy's policy for the run's generator; None: no proxy.
     policy: Callable[[random.Random], Policy] | None = None
+    # What convergence needs besides the pods and NodeClaims of :func:`converged`; None: nothing.
+    settled: Callable[[Listed], bool] | None = None
+    workload: Callable[[random.Random], Workload] = Workload.drawn
 
 
 API_FAULT_SECONDS = 10.0
@@ -273,6 +418,14 @@ SCENARIOS: Mapping[str, Scenario] = {
             lambda _: SlowRegistration(REGISTRATION_DELAY),
         ),
         Scenario("api-faults", api_faults, policy=lambda rng: Flaky(rng, API_FAULT_RATE)),
+        Scenario(
+            "drift-kill",
+            drift_kill,
+            # New nodes stay nominated (out of disruption's reach) for twice this, at least 10 s.
+            {"BATCH_MAX_DURATION": "5s"},
+            settled=drifted_away,
+            workload=drift_workload,
+        ),
     )
 }
 
@@ -326,15 +479,20 @@ def _claim_names(seen: Listed) -> frozenset[str]:
 
 
 async def wait_converged(
-    client: KubeClient, replicas: int, start: float, deadline: float
+    client: KubeClient,
+    replicas: int,
+    start: float,
+    deadline: float,
+    settled: Callable[[Listed], bool] | None = None,
 ) -> tuple[float | None, Listed]:
-    """(seconds from ``start`` to the first moment of a converged state that then held for
-    ``SETTLE`` s with the same NodeClaims, or None at ``deadline``; the last listing)."""
+    """(seconds from ``start`` to the first moment of a converged state (and ``settled``, if
+    given) that then held for ``SETTLE`` s with the same NodeClaims, or None at ``deadline``;
+    the last listing)."""
     since: tuple[float, frozenset[str]] | None = None
     while True:
         now = time.monotonic()
         seen = await listed(client)
-        if not converged(seen, replicas):
+        if not converged(seen, replicas) or (settled is not None and not settled(seen)):
             since = None
         elif since is None or since[1] != _claim_names(seen):
             since = (now, _claim_names(seen))
@@ -346,11 +504,14 @@ async def wait_converged(
 
 
 async def clean(client: KubeClient) -> list[str]:
-    """No workload, no NodeClaim, no kwok Node. The controller (running) deletes the NodeClaims
-    and their instances; what is still there after ``TEARDOWN`` s has its finalizers removed
-    and is named in the answer."""
+    """No workload (nor its PDB), no NodeClaim, no kwok Node, the NodePool as
+    :func:`chaos_nodepool` makes it. The controller (running) deletes the NodeClaims and their
+    instances; what is still there after ``TEARDOWN`` s has its finalizers removed and is named
+    in the answer."""
     with contextlib.suppress(NotFoundError):
         await client.delete(DEPLOYMENTS, APP, namespace=NAMESPACE)
+    with contextlib.suppress(NotFoundError):
+        await client.delete(PODDISRUPTIONBUDGETS, APP, namespace=NAMESPACE)
     for claim in (await client.list(NODECLAIMS)).items:
         with contextlib.suppress(NotFoundError):
             await client.delete(NODECLAIMS, claim["metadata"]["name"])
@@ -358,6 +519,7 @@ async def clean(client: KubeClient) -> list[str]:
     while True:
         seen = await listed(client)
         if not seen.nodeclaims and not seen.instances() and not seen.pods:
+            await reset_nodepool(client)
             return []
         if time.monotonic() - start > TEARDOWN:
             break
@@ -375,7 +537,20 @@ async def clean(client: KubeClient) -> list[str]:
         left.append(f"Node {name}")
         with contextlib.suppress(NotFoundError):
             await client.delete(NODES, name)
+    await reset_nodepool(client)
     return left
+
+
+async def reset_nodepool(client: KubeClient) -> None:
+    """The NodePool's spec back to :func:`chaos_nodepool`'s, undoing a scenario's edit (once no
+    NodeClaim is left: earlier, the edit undone would drift them all again)."""
+    spec = chaos_nodepool()["spec"]
+    await client.patch(
+        NODEPOOLS,
+        POOL,
+        [{"op": "replace", "path": "/spec", "value": spec}],
+        patch_type=PatchType.JSON,
+    )
 
 
 async def one_run(
@@ -387,7 +562,7 @@ async def one_run(
     run_dir: Path,
 ) -> dict[str, Any]:
     rng = random.Random(f"{scenario.name}/{seed}")
-    load = Workload.drawn(rng)
+    load = scenario.workload(rng)
     proxy = None
     if scenario.policy is not None:
         proxy = FaultProxy(cluster.server, cluster.ssl_context(), scenario.policy(rng))
@@ -413,8 +588,10 @@ async def one_run(
         ]
         start = time.monotonic()
         await client.create(DEPLOYMENTS, load.body(), namespace=NAMESPACE)
-        faults = await scenario.inject(Run(client, controller, rng, proxy))
-        took, seen = await wait_converged(client, load.replicas, start, deadline)
+        run = Run(client, controller, rng, proxy, seed=seed)
+        faults = await scenario.inject(run)
+        violations += run.violations
+        took, seen = await wait_converged(client, load.replicas, start, deadline, scenario.settled)
         if took is None:
             violations.append(Violation("not-converged", scenario.name, f"after {deadline} s"))
         observed = Observed(
