@@ -1,9 +1,10 @@
 """Fault injection on the local control plane (issue 17): scenarios x seeds, invariants after each.
 
 One control plane (hack/cluster.py, kwok for kubelets) serves every run. A run starts from a
-clean cluster (no workload, no NodeClaim, no kwok Node), starts ``karpenter-py controller`` as
-its own process (benchmarks/e2e.py's pieces), creates a Deployment of 10-20 pods that select the
-run's NodePool (consolidation off), injects the scenario's fault at a moment drawn from the
+clean cluster (no workload, no NodeClaim, no kwok Node, the NodePool as created), starts
+``karpenter-py controller`` as its own process (benchmarks/e2e.py's pieces), creates a Deployment
+of 10-20 pods (unless the scenario draws its own) that select the run's NodePool (consolidation
+off), injects the scenario's fault at a moment drawn from the
 seed, waits for convergence (every pod Running, every NodeClaim Initialized, unchanged for
 ``SETTLE`` seconds) within ``--deadline``, checks the invariants of benchmarks/invariants.py
 and tears down through the controller (the NodeClaims deleted, their finalizers run).
@@ -32,8 +33,10 @@ The JSON: ``{"runs", "violations", "scenarios": [{"name", "runs", "faults", "vio
 A scenario is an :data:`Inject` coroutine (it gets the :class:`Run`: the runner's client, the
 controller it may kill and restart, the seeded generator, the fault proxy; it returns how many
 faults it injected and returns once the fault is over), the controller's extra environment,
-and the fault proxy's policy if the controller should talk through one. Add it to
-``SCENARIOS``; the invariants are checked for every scenario alike.
+and the fault proxy's policy if the controller should talk through one; optionally what else
+convergence needs (``settled``) and its own workload. What the fault itself broke while it
+lasted goes to ``Run.violations``. Add it to ``SCENARIOS``; the invariants are checked for
+every scenario alike.
 """
 
 from __future__ import annotations
@@ -374,7 +377,11 @@ async def drift_kill(run: Run) -> int:
         sampler = tg.create_task(sample_availability(client, start, samples))
         template = {"metadata": {"labels": {GENERATION_LABEL: str(run.seed)}}}
         await client.patch(NODEPOOLS, POOL, {"spec": {"template": template}})
-        await first_seen(client, resource, matches)
+        try:
+            async with asyncio.timeout(DRIFT_LIMIT):
+                await first_seen(client, resource, matches)
+        except TimeoutError:
+            raise RuntimeError(f"no drift command got {step} within {DRIFT_LIMIT} s") from None
         await run.controller.restart_after_kill(run.rng.uniform(0.0, 1.0))
         print(f"[chaos] drift-kill seed {run.seed}: killed once {step}", file=sys.stderr)
         await until(
