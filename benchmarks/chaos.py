@@ -1,9 +1,10 @@
 """Fault injection on the local control plane (issue 17): scenarios x seeds, invariants after each.
 
 One control plane (hack/cluster.py, kwok for kubelets) serves every run. A run starts from a
-clean cluster (no workload, no NodeClaim, no kwok Node), starts ``karpenter-py controller`` as
-its own process (benchmarks/e2e.py's pieces), creates a Deployment of 10-20 pods that select the
-run's NodePool (consolidation off), injects the scenario's fault at a moment drawn from the
+clean cluster (no workload, no NodeClaim, no kwok Node, the NodePool as created), starts
+``karpenter-py controller`` as its own process (benchmarks/e2e.py's pieces), creates a Deployment
+of 10-20 pods (unless the scenario draws its own) that select the run's NodePool (consolidation
+off), injects the scenario's fault at a moment drawn from the
 seed, waits for convergence (every pod Running, every NodeClaim Initialized, unchanged for
 ``SETTLE`` seconds) within ``--deadline``, checks the invariants of benchmarks/invariants.py
 and tears down through the controller (the NodeClaims deleted, their finalizers run).
@@ -30,7 +31,6 @@ Scenarios:
   controller's requests at once and answers 429 beyond, as an apiserver's max-requests-inflight
   does for a throttled ServiceAccount (``system:masters``, the controller's identity here, is
   never throttled by the real one).
-
 * ``leader-kill``: two replicas with leader election on one Lease; at a seeded moment 0.5-6 s
   into the scale-up the one holding the Lease is SIGKILLed and a new standby started; a live
   replica (usually the old standby) must take over within ``TAKEOVER_BOUND`` (the 15 s lease and
@@ -39,6 +39,11 @@ Scenarios:
   rules, naming the field), a NodePool whose KWOKNodeClass is missing (its status says so, nothing
   launched) and pods no node can take, with 250 KB annotations and 63-character label values
   (Pending, reported unschedulable by Karpenter's event, no node bought); removed at teardown.
+* ``drift-kill``: once the workload (under a PDB of maxUnavailable 1) has converged, a template
+  label on the NodePool drifts every NodeClaim; the controller is SIGKILLed right after the first
+  drift command's taint, its replacement's create or its candidate's delete (seed % 3), then
+  restarted. Converged means every NodeClaim carries the new template and none is Drifted; the
+  pods' availability is watched meanwhile and may never drop below what the PDB allows.
 
 Where the controller talks through the fault proxy, its request rate while the fault lasts
 (the window a scenario records in :attr:`Run.fault_window`) may not exceed
@@ -52,8 +57,10 @@ A scenario is an :data:`Inject` coroutine (it gets the :class:`Run`: the runner'
 controller it may kill and restart, the seeded generator, the fault proxy; it returns how many
 faults it injected and returns once the fault is over), the controller's extra environment,
 and the fault proxy's policy if the controller should talk through one; optionally a teardown
-for what it created and how many controller replicas start before the workload. Add it to
-``SCENARIOS``; the invariants are checked for every scenario alike.
+for what it created, how many controller replicas start before the workload, what else
+convergence needs (``settled``) and its own workload. What the fault itself broke while it
+lasted goes to ``Run.violations``. Add it to ``SCENARIOS``; the invariants are checked for
+every scenario alike.
 """
 
 from __future__ import annotations
@@ -100,16 +107,26 @@ from benchmarks.faultproxy import (
     passthrough,
 )
 from benchmarks.invariants import (
+    Availability,
     Instance,
     Observed,
     Violation,
+    available_pods,
     bounded_call_rate,
     call_rate,
     check,
+    disrupted_taints,
+    pdb_respected,
     pods_placed,
 )
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
-from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, InvalidError, PatchType
+from karpenter_py.kube import (
+    KWOKNODECLASSES,
+    NODEPOOLS,
+    PODDISRUPTIONBUDGETS,
+    InvalidError,
+    PatchType,
+)
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.config import load_config
 from karpenter_py.kube.errors import AlreadyExistsError, KubeError, NotFoundError
@@ -125,7 +142,7 @@ from karpenter_py.kube.resources import (
 )
 from karpenter_py.model.api.nodepool import CONDITION_NODE_CLASS_READY
 from karpenter_py.model.labels import LABEL_NODEPOOL
-from tests.cluster.harness import condition, events_for, is_true
+from tests.cluster.harness import condition, events_for, is_true, pdb
 
 write_kubeconfig: Any = importlib.import_module("cluster").write_kubeconfig  # hack/, via e2e
 
@@ -261,13 +278,14 @@ def _status(url: str) -> int:
 @dataclass
 class Run:
     """What a scenario's fault may use: the client, the controller, the seeded generator, and
-    the fault proxy the controller talks through (None: straight to the apiserver); where it
-    reports the violations it checks itself and the numbers it measures."""
+    the fault proxy the controller talks through (None: straight to the apiserver); the seed
+    itself, where it reports the violations it checks itself and the numbers it measures."""
 
     client: KubeClient
     controller: Controller
     rng: random.Random
     proxy: FaultProxy | None = None
+    seed: int = 0
     cluster: Any = None  # hack/cluster.py's LocalCluster
     fault_window: tuple[float, float] | None = None  # monotonic; set by the scenario
     # What the scenario itself found wrong, and what it measured (both land in the result).
@@ -357,12 +375,20 @@ async def held_registrations(run: Run) -> int:
 
 async def first_created(client: KubeClient, resource: Resource) -> None:
     """Return as soon as one object of ``resource`` exists."""
+    await first_seen(client, resource, lambda _: True)
+
+
+async def first_seen(
+    client: KubeClient, resource: Resource, matches: Callable[[KubeObject], bool]
+) -> None:
+    """Return as soon as an object of ``resource`` is seen that ``matches`` (listed, or added or
+    changed after the list)."""
     listed = await client.list(resource)
-    if listed.items:
+    if any(matches(obj) for obj in listed.items):
         return
     async with client.watch(resource, resource_version=listed.resource_version) as stream:
         async for event in stream:
-            if event.type == "ADDED":
+            if event.type in ("ADDED", "MODIFIED") and matches(event.object):
                 return
 
 
@@ -551,6 +577,127 @@ async def remove_hostile(client: KubeClient) -> None:
     raise RuntimeError(f"hostile pods left after {TEARDOWN} s")
 
 
+# ----------------------------------------------------------------------------- drift-kill
+GENERATION_LABEL = "chaos.karpenter-py/generation"  # a template label: it moves the pool's hash
+PDB_MAX_UNAVAILABLE = 1
+DRIFT_LIMIT = 120.0  # seconds the scenario waits for the workload, then for the drift to end
+
+
+def drift_workload(rng: random.Random) -> Workload:
+    """Two pods a node on 2 or 3 nodes: a drift command's replacement takes its candidate's pods
+    in the simulation of the next one, which waits for it to initialize and so for the next
+    disruption pass (10 s later), so a run's length is its nodes."""
+    return Workload(rng.randint(4, 6), "1500m")
+
+
+def _new_template(obj: KubeObject) -> bool:
+    return GENERATION_LABEL in (obj["metadata"].get("labels") or {})
+
+
+def _being_deleted(obj: KubeObject) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
+
+
+def _tainted(node: KubeObject) -> bool:
+    return bool(disrupted_taints([node]))
+
+
+# The visible steps of a disruption command (controllers/disruption/queue.py), each as what
+# shows it: the candidate's taint, the replacement's create, the candidate's deletion.
+DRIFT_STEPS: Sequence[tuple[str, Resource, Callable[[KubeObject], bool]]] = (
+    ("tainted", NODES, _tainted),
+    ("replacement-created", NODECLAIMS, _new_template),
+    ("candidate-deleted", NODECLAIMS, _being_deleted),
+)
+
+
+def drifted_away(seen: Listed) -> bool:
+    """Every NodeClaim made from the changed template, none Drifted, no Node left tainted."""
+    return all(
+        _new_template(c) and not is_true(c, "Drifted") for c in seen.nodeclaims
+    ) and not disrupted_taints(seen.nodes)
+
+
+async def until(client: KubeClient, done: Callable[[Listed], bool], limit: float) -> Listed | None:
+    """The first listing that is ``done``, or None after ``limit`` seconds."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        seen = await listed(client)
+        if done(seen):
+            return seen
+        await asyncio.sleep(POLL)
+    return None
+
+
+async def sample_availability(
+    client: KubeClient, start: float, samples: list[Availability]
+) -> None:
+    """Until cancelled, after every change to the workload's pods: how many are available
+    (list, then watch; a broken watch lists again)."""
+    selector = f"app={APP}"
+    while True:
+        try:
+            pods_listed = await client.list(PODS, namespace=NAMESPACE, label_selector=selector)
+            pods = {p["metadata"]["name"]: p for p in pods_listed.items}
+            _sample(samples, start, available_pods(pods.values()))
+            async with client.watch(
+                PODS,
+                namespace=NAMESPACE,
+                resource_version=pods_listed.resource_version,
+                label_selector=selector,
+            ) as stream:
+                async for event in stream:
+                    if event.type == "DELETED":
+                        pods.pop(event.object["metadata"]["name"], None)
+                    elif event.type in ("ADDED", "MODIFIED"):
+                        pods[event.object["metadata"]["name"]] = event.object
+                    _sample(samples, start, available_pods(pods.values()))
+        except KubeError:
+            await asyncio.sleep(POLL)
+
+
+def _sample(samples: list[Availability], start: float, available: int) -> None:
+    if not samples or samples[-1].available != available:
+        samples.append(Availability(round(time.monotonic() - start, 2), available))
+
+
+async def drift_kill(run: Run) -> int:
+    """Drift every NodeClaim of the converged workload; SIGKILL the controller at the seed's
+    step of the first drift command, restart it; watch the pods' availability until the drift
+    is over."""
+    client = run.client
+    start = time.monotonic()
+    replicas = int((await client.get(DEPLOYMENTS, APP, namespace=NAMESPACE))["spec"]["replicas"])
+    budget = pdb(APP, {"app": APP}, max_unavailable=PDB_MAX_UNAVAILABLE)
+    await client.create(PODDISRUPTIONBUDGETS, budget, namespace=NAMESPACE)
+    if await until(client, lambda seen: converged(seen, replicas), DRIFT_LIMIT) is None:
+        raise RuntimeError(f"the workload did not converge within {DRIFT_LIMIT} s")
+    step, resource, matches = DRIFT_STEPS[run.seed % len(DRIFT_STEPS)]
+    samples: list[Availability] = []
+    async with asyncio.TaskGroup() as tg:
+        sampler = tg.create_task(sample_availability(client, start, samples))
+        template = {"metadata": {"labels": {GENERATION_LABEL: str(run.seed)}}}
+        await client.patch(NODEPOOLS, POOL, {"spec": {"template": template}})
+        try:
+            async with asyncio.timeout(DRIFT_LIMIT):
+                await first_seen(client, resource, matches)
+        except TimeoutError:
+            raise RuntimeError(f"no drift command got {step} within {DRIFT_LIMIT} s") from None
+        await run.controller.restart_after_kill(run.rng.uniform(0.0, 1.0))
+        print(f"[chaos] drift-kill seed {run.seed}: killed once {step}", file=sys.stderr)
+        await until(
+            client, lambda seen: converged(seen, replicas) and drifted_away(seen), DRIFT_LIMIT
+        )
+        sampler.cancel()
+    run.violations += pdb_respected(samples, replicas - PDB_MAX_UNAVAILABLE)
+    lowest = min((s.available for s in samples), default=None)
+    print(
+        f"[chaos] drift-kill seed {run.seed}: at least {lowest} of {replicas} pods available",
+        file=sys.stderr,
+    )
+    return 1
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -561,6 +708,9 @@ class Scenario:
     # Removes what ``inject`` created besides the workload (run after every run, failed or not).
     teardown: Callable[[KubeClient], Awaitable[None]] | None = None
     replicas: int = 1  # controller processes started before the workload (leader election on)
+    # What convergence needs besides the pods and NodeClaims of :func:`converged`; None: nothing.
+    settled: Callable[[Listed], bool] | None = None
+    workload: Callable[[random.Random], Workload] = Workload.drawn
 
 
 API_FAULT_SECONDS = 10.0
@@ -595,6 +745,14 @@ SCENARIOS: Mapping[str, Scenario] = {
         Scenario("inflight-limit", inflight_limit, policy=lambda _: passthrough),
         Scenario("leader-kill", leader_kill, LEADER_ENV, replicas=2),
         Scenario("bad-input", bad_input, teardown=remove_hostile),
+        Scenario(
+            "drift-kill",
+            drift_kill,
+            # New nodes stay nominated (out of disruption's reach) for twice this, at least 10 s.
+            {"BATCH_MAX_DURATION": "5s"},
+            settled=drifted_away,
+            workload=drift_workload,
+        ),
     )
 }
 
@@ -660,15 +818,20 @@ def _claim_names(seen: Listed) -> frozenset[str]:
 
 
 async def wait_converged(
-    client: KubeClient, replicas: int, start: float, deadline: float
+    client: KubeClient,
+    replicas: int,
+    start: float,
+    deadline: float,
+    settled: Callable[[Listed], bool] | None = None,
 ) -> tuple[float | None, Listed]:
-    """(seconds from ``start`` to the first moment of a converged state that then held for
-    ``SETTLE`` s with the same NodeClaims, or None at ``deadline``; the last listing)."""
+    """(seconds from ``start`` to the first moment of a converged state (and ``settled``, if
+    given) that then held for ``SETTLE`` s with the same NodeClaims, or None at ``deadline``;
+    the last listing)."""
     since: tuple[float, frozenset[str]] | None = None
     while True:
         now = time.monotonic()
         seen = await listed(client)
-        if not converged(seen, replicas):
+        if not converged(seen, replicas) or (settled is not None and not settled(seen)):
             since = None
         elif since is None or since[1] != _claim_names(seen):
             since = (now, _claim_names(seen))
@@ -706,14 +869,18 @@ async def remove_workload(client: KubeClient) -> int:
 
 
 async def clean(client: KubeClient) -> list[str]:
-    """No workload, no NodeClaim, no kwok Node. The controller (running) deletes the NodeClaims
-    and their instances; what is still there after ``TEARDOWN`` s has its finalizers removed
-    and is named in the answer."""
+    """No workload (nor its PDB), no NodeClaim, no kwok Node, the NodePool as
+    :func:`chaos_nodepool` makes it. The controller (running) deletes the NodeClaims and their
+    instances; what is still there after ``TEARDOWN`` s has its finalizers removed and is named
+    in the answer."""
+    with contextlib.suppress(NotFoundError):
+        await client.delete(PODDISRUPTIONBUDGETS, APP, namespace=NAMESPACE)
     start = time.monotonic()
     while True:
         workload = await remove_workload(client)
         seen = await listed(client)
         if not workload and not seen.nodeclaims and not seen.instances() and not seen.pods:
+            await reset_nodepool(client)
             return []
         if time.monotonic() - start > TEARDOWN:
             break
@@ -736,7 +903,20 @@ async def clean(client: KubeClient) -> list[str]:
         left.append(f"Node {name}")
         with contextlib.suppress(NotFoundError):
             await client.delete(NODES, name)
+    await reset_nodepool(client)
     return left
+
+
+async def reset_nodepool(client: KubeClient) -> None:
+    """The NodePool's spec back to :func:`chaos_nodepool`'s, undoing a scenario's edit (once no
+    NodeClaim is left: earlier, the edit undone would drift them all again)."""
+    spec = chaos_nodepool()["spec"]
+    await client.patch(
+        NODEPOOLS,
+        POOL,
+        [{"op": "replace", "path": "/spec", "value": spec}],
+        patch_type=PatchType.JSON,
+    )
 
 
 async def one_run(
@@ -748,7 +928,7 @@ async def one_run(
     run_dir: Path,
 ) -> dict[str, Any]:
     rng = random.Random(f"{scenario.name}/{seed}")
-    load = Workload.drawn(rng)
+    load = scenario.workload(rng)
     proxy = None
     if scenario.policy is not None:
         proxy = FaultProxy(cluster.server, cluster.ssl_context(), scenario.policy(rng))
@@ -764,7 +944,7 @@ async def one_run(
     faults = 0
     took: float | None = None
     seen = Listed([], [], [])
-    run = Run(client, controller, rng, proxy, cluster)
+    run = Run(client, controller, rng, proxy, seed=seed, cluster=cluster)
     start = time.monotonic()
     try:
         for _ in range(scenario.replicas):
@@ -782,7 +962,7 @@ async def one_run(
             violations += bounded_call_rate(
                 "apiserver", proxy.received, run.fault_window, MAX_API_CALLS_PER_MINUTE
             )
-        took, seen = await wait_converged(client, load.replicas, start, deadline)
+        took, seen = await wait_converged(client, load.replicas, start, deadline, scenario.settled)
         if took is None:
             violations.append(Violation("not-converged", scenario.name, f"after {deadline} s"))
         observed = Observed(

@@ -6,6 +6,9 @@ API or the clock: the runner (``benchmarks/chaos.py``) lists, passes ``now``, an
 
 An :class:`Instance` is what the cloud provider says exists: its provider ID and the NodeClaim
 it was launched for (the kwok provider's Node name; AWS's ``karpenter.sh/nodeclaim`` tag).
+
+One check is about the course of a run rather than its end: :func:`pdb_respected` reads the
+:class:`Availability` samples the runner took while a voluntary disruption went on.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import groupby
 from typing import Any, NamedTuple
 
 from karpenter_py.model.labels import LABEL_NODEPOOL, TAINT_DISRUPTED_KEY
@@ -165,6 +169,45 @@ def stuck_finalizers(objects: Sequence[Obj], now: datetime, grace: timedelta) ->
             finalizers = ",".join(_meta(obj).get("finalizers") or [])
             kind = obj.get("kind", "")
             found.append(Violation("stuck-finalizer", f"{kind} {_name(obj)}", finalizers))
+    return found
+
+
+class Availability(NamedTuple):
+    """How many of the workload's pods were available ``at`` seconds into a run."""
+
+    at: float
+    available: int
+
+
+def _ready(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def available_pods(pods: Iterable[Obj]) -> int:
+    """The pods a PodDisruptionBudget counts as healthy: Ready and not being deleted (an evicted
+    pod stops counting when its deletion starts, not when it is gone)."""
+    return sum(1 for p in pods if _ready(p) and not _deleting(p))
+
+
+def pdb_respected(samples: Sequence[Availability], min_available: int) -> list[Violation]:
+    """Never fewer than ``min_available`` pods available (the replicas less the PDB's
+    maxUnavailable) while a voluntary disruption ran: one violation per stretch of samples
+    below it, at its first sample, with the lowest count of the stretch."""
+    found = []
+    for low, stretch in groupby(samples, key=lambda s: s.available < min_available):
+        if low:
+            below = list(stretch)
+            lowest = min(s.available for s in below)
+            found.append(
+                Violation(
+                    "pdb-violated",
+                    f"at {below[0].at:g} s",
+                    f"down to {lowest} available, the PDB keeps {min_available}",
+                )
+            )
     return found
 
 

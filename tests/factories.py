@@ -295,11 +295,14 @@ def pod_dict(
     created: str = T0,
     container: str = "c",
     resource_version: str | None = None,
+    ready: bool | None = None,
+    deleting: str | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod as the API server holds it, with one container requesting ``cpu`` and ``memory`` (None: no request). ``pending``
-    makes it unschedulable-pending; ``phase=""`` leaves out the status; other keyword arguments
-    are Pod.spec fields (camelCase)."""
+    makes it unschedulable-pending; ``phase=""`` leaves out the status; ``ready`` adds its
+    Ready condition; ``deleting`` is its deletionTimestamp; other keyword arguments are
+    Pod.spec fields (camelCase)."""
     meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
@@ -310,6 +313,8 @@ def pod_dict(
     }
     if resource_version is not None:
         meta["resourceVersion"] = resource_version
+    if deleting is not None:
+        meta["deletionTimestamp"] = deleting
     if owner is not None:
         meta["ownerReferences"] = [
             {
@@ -338,6 +343,10 @@ def pod_dict(
         body["status"]["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
         ]
+    if ready is not None and phase:
+        body["status"].setdefault("conditions", []).append(
+            {"type": "Ready", "status": "True" if ready else "False"}
+        )
     return body
 
 

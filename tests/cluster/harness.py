@@ -419,14 +419,26 @@ def pod(
     }
 
 
-def pdb(name: str, selector: Mapping[str, str], *, min_available: int = 1) -> KubeObject:
-    """A PDB by ``minAvailable`` (``maxUnavailable`` needs pods owned by a scalable controller
-    for the disruption controller to compute a budget; bare test pods are not)."""
+def pdb(
+    name: str,
+    selector: Mapping[str, str],
+    *,
+    min_available: int = 1,
+    max_unavailable: int | None = None,
+) -> KubeObject:
+    """A PDB by ``minAvailable``, or by ``maxUnavailable`` when that is given (it needs pods
+    owned by a scalable controller for the disruption controller to compute a budget; bare test
+    pods are not)."""
+    budget = (
+        {"minAvailable": min_available}
+        if max_unavailable is None
+        else {"maxUnavailable": max_unavailable}
+    )
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": name},
-        "spec": {"minAvailable": min_available, "selector": {"matchLabels": dict(selector)}},
+        "spec": {**budget, "selector": {"matchLabels": dict(selector)}},
     }
 
 

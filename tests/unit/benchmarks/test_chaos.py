@@ -9,10 +9,19 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos import Listed, Workload, converged, percentile, summarize, table
+from benchmarks.chaos import (
+    GENERATION_LABEL,
+    Listed,
+    Workload,
+    converged,
+    drifted_away,
+    percentile,
+    summarize,
+    table,
+)
 from benchmarks.invariants import Instance
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
-from karpenter_py.model.labels import LABEL_NODEPOOL
+from karpenter_py.model.labels import LABEL_NODEPOOL, TAINT_DISRUPTED_KEY
 from tests import factories
 
 NOT_INITIALIZED = [factories.condition("Launched"), factories.condition("Initialized", "False")]
@@ -72,6 +81,47 @@ def running(name: str) -> dict[str, Any]:
 )
 def test_converged(seen: Listed, replicas: int, expected: bool) -> None:
     assert converged(seen, replicas) is expected
+
+
+NEW = {GENERATION_LABEL: "3"}
+INITIALIZED = [factories.condition(t) for t in ("Launched", "Registered", "Initialized")]
+DRIFTED = [*INITIALIZED, factories.condition("Drifted", reason="NodePoolDrifted")]
+TAINTED = [{"key": TAINT_DISRUPTED_KEY, "effect": "NoSchedule"}]
+
+
+@pytest.mark.parametrize(
+    ("seen", "expected"),
+    [
+        pytest.param(
+            Listed([factories.nodeclaim_dict("a", labels=NEW)], [factories.node_dict("a")], []),
+            True,
+            id="made from the new template",
+        ),
+        pytest.param(
+            Listed(
+                [factories.nodeclaim_dict("a", labels=NEW), factories.nodeclaim_dict("b")], [], []
+            ),
+            False,
+            id="one claim of the old template left",
+        ),
+        pytest.param(
+            Listed([factories.nodeclaim_dict("a", labels=NEW, conditions=DRIFTED)], [], []),
+            False,
+            id="a new claim found Drifted",
+        ),
+        pytest.param(
+            Listed(
+                [factories.nodeclaim_dict("a", labels=NEW)],
+                [factories.node_dict("a", taints=TAINTED)],
+                [],
+            ),
+            False,
+            id="a node still tainted",
+        ),
+    ],
+)
+def test_drifted_away(seen: Listed, expected: bool) -> None:
+    assert drifted_away(seen) is expected
 
 
 def test_the_workload_is_the_seeds() -> None:

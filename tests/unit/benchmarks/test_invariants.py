@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from benchmarks.invariants import (
+    Availability,
     Instance,
     Observed,
     Violation,
+    available_pods,
     bounded_call_rate,
     call_rate,
     check,
@@ -22,6 +24,7 @@ from benchmarks.invariants import (
     empty_nodes,
     error_tracebacks,
     orphans,
+    pdb_respected,
     pods_placed,
     stuck_finalizers,
 )
@@ -258,6 +261,54 @@ def test_bounded_call_rate(calls: int, bound: float, expected: list[Violation]) 
 )
 def test_error_tracebacks(lines: Sequence[str], expected: Any) -> None:
     assert error_tracebacks(lines) == expected
+
+
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        pytest.param([pod("a", on="n", ready=True), pod("b", on="n", ready=True)], 2, id="ready"),
+        pytest.param(
+            [pod("a", on="n", ready=True), pod("b", on="n", ready=False)], 1, id="not ready"
+        ),
+        pytest.param([pod("a", on="n")], 0, id="running, no Ready condition yet"),
+        pytest.param(
+            [pod("a", on="n", ready=True, deleting="2026-01-01T00:09:00Z")],
+            0,
+            id="evicted: being deleted",
+        ),
+        pytest.param([pod("a", ready=False)], 0, id="pending"),
+    ],
+)
+def test_available_pods(pods: Sequence[Obj], expected: int) -> None:
+    assert available_pods(pods) == expected
+
+
+def samples(*counts: int) -> list[Availability]:
+    return [Availability(float(i), n) for i, n in enumerate(counts)]
+
+
+@pytest.mark.parametrize(
+    ("seen", "expected"),
+    [
+        pytest.param(samples(), [], id="no samples"),
+        pytest.param(samples(5, 4, 5, 4, 5), [], id="one at a time"),
+        pytest.param(
+            samples(5, 4, 3, 4, 5),
+            [Violation("pdb-violated", "at 2 s", "down to 3 available, the PDB keeps 4")],
+            id="two at once",
+        ),
+        pytest.param(
+            samples(5, 3, 2, 3, 4, 1),
+            [
+                Violation("pdb-violated", "at 1 s", "down to 2 available, the PDB keeps 4"),
+                Violation("pdb-violated", "at 5 s", "down to 1 available, the PDB keeps 4"),
+            ],
+            id="one violation per stretch, with its lowest count",
+        ),
+    ],
+)
+def test_pdb_respected(seen: Sequence[Availability], expected: Any) -> None:
+    assert pdb_respected(seen, 4) == expected
 
 
 def converged() -> Observed:
