@@ -396,9 +396,10 @@ def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
     """Why consolidation (multi- or single-node) may not act on the candidate, or None.
 
     Checks: the pool is not static; instance-type, capacity-type and zone labels are known and
-    priced; ``consolidateAfter`` is not ``Never``; policy ``WhenEmpty`` only lets empty nodes
-    through; the NodeClaim is ``Consolidatable``. Empty nodes are not rejected here (the
-    emptiness method normally takes them first).
+    priced; ``consolidateAfter`` is not ``Never``; the node is not empty; policy ``WhenEmpty``
+    lets nothing else through; the NodeClaim is ``Consolidatable``. Empty nodes belong to the
+    emptiness method alone, as upstream: otherwise a budget of 0 for reason ``Empty`` would
+    not keep them, since consolidation would delete them under ``Underutilized``.
     """
     blocked = _price_block(candidate)
     if blocked is not None:
@@ -406,6 +407,8 @@ def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
     after, blocked = _consolidation_enabled(candidate)
     if after is None:
         return blocked
+    if is_empty(candidate.pods):
+        return "node is empty: only emptiness deletes it"
     policy = candidate.nodepool.spec.disruption.consolidation_policy
     if policy == CONSOLIDATION_WHEN_EMPTY and not is_empty(candidate.pods):
         return (

@@ -500,7 +500,7 @@ NOT_CONSOLIDATABLE = [*LIFECYCLE, cond("Consolidatable", "False")]
 @pytest.mark.parametrize(
     ("cand", "expected"),
     [
-        (candidate(), None),
+        (candidate(), "node is empty: only emptiness deletes it"),  # emptiness owns empty nodes
         (candidate(pods=[pod()]), None),
         (candidate(static_pool()), "NodePool 'default' is static (spec.replicas is set)"),
         (
@@ -536,12 +536,19 @@ NOT_CONSOLIDATABLE = [*LIFECYCLE, cond("Consolidatable", "False")]
             "NodePool 'default' has consolidationPolicy WhenEmpty and the node is not empty "
             "(2 pods to move)",
         ),
-        (candidate(nodepool(consolidationPolicy="WhenEmpty")), None),  # empty is fine
-        (candidate(nodepool(consolidationPolicy="WhenEmpty"), [daemon_pod()]), None),
+        (
+            candidate(nodepool(consolidationPolicy="WhenEmpty")),
+            "node is empty: only emptiness deletes it",
+        ),
+        (
+            candidate(nodepool(consolidationPolicy="WhenEmpty"), [daemon_pod()]),
+            "node is empty: only emptiness deletes it",
+        ),
         (candidate(nodepool(consolidationPolicy="Balanced"), [pod()]), None),
         (
             candidate(
                 nodepool(consolidateAfter="30s"),
+                [pod()],
                 conditions=NOT_CONSOLIDATABLE,
                 last_pod_event=NOW - timedelta(seconds=12),
             ),
@@ -549,17 +556,17 @@ NOT_CONSOLIDATABLE = [*LIFECYCLE, cond("Consolidatable", "False")]
             "(consolidatable at 01:00:18 UTC, in 18s)",
         ),
         (
-            candidate(nodepool(consolidateAfter="2h"), conditions=NOT_CONSOLIDATABLE),
+            candidate(nodepool(consolidateAfter="2h"), [pod()], conditions=NOT_CONSOLIDATABLE),
             "consolidateAfter 2h not yet passed since initialization "
             "(consolidatable at 02:00:00 UTC, in 3600s)",
         ),
         (
-            candidate(nodepool(consolidateAfter="30m"), conditions=NOT_CONSOLIDATABLE),
+            candidate(nodepool(consolidateAfter="30m"), [pod()], conditions=NOT_CONSOLIDATABLE),
             "consolidateAfter 30m has passed since initialization but the NodeClaim is not "
             "Consolidatable yet",
         ),
         (
-            candidate(conditions=[cond("Launched"), cond("Registered")]),
+            candidate(pods=[pod()], conditions=[cond("Launched"), cond("Registered")]),
             "NodeClaim is not Consolidatable yet",
         ),
     ],

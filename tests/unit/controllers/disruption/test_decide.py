@@ -432,3 +432,34 @@ def test_three_small_nodes_merge_although_no_two_can() -> None:
         [C4],
         round(3 * price(c2) - price(C4), 4),
     )
+
+
+# --------------------------------------------------------------------------------- emptiness owns
+# Consolidation never takes an empty node: emptiness owns them, so a budget of 0 for reason
+# Empty keeps them while underutilized consolidation still runs elsewhere.
+EMPTY_FROZEN = {
+    "consolidateAfter": "0s",
+    "budgets": [{"nodes": "0", "reasons": ["Empty"]}, {"nodes": "100%"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "commands", "unchanged"),
+    [
+        # Alone, the empty node is left to emptiness, whose budget is 0.
+        ([("a", C4, [])], [], {"a": "budget 0 for Empty"}),
+        # Beside an underused node, only that one is consolidated: deleted, its pod moving to
+        # the empty node, which consolidation may fill but never delete.
+        (
+            [("a", C4, []), ("b", C4, ["1"])],
+            [("single-node-consolidation", ["b"], [], round(price(C4), 4))],
+            {"a": "budget 0 for Empty"},
+        ),
+    ],
+)
+def test_consolidation_leaves_empty_nodes_to_emptiness(
+    nodes: Any, commands: list[Any], unchanged: dict[str, str]
+) -> None:
+    decision = next_command(facts(build(nodes, disruption=EMPTY_FROZEN)))
+    assert [shape(x) for x in decision.commands] == commands
+    assert {k: v.split(" (")[0] for k, v in decision.unchanged.items()} == unchanged
