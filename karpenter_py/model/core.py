@@ -394,6 +394,10 @@ class Pod:
     def is_daemonset_pod(self) -> bool:
         return any(o.controller and o.kind == "DaemonSet" for o in self.owners)
 
+    def is_statefulset_pod(self) -> bool:
+        """Owned by an apps/v1 StatefulSet (any owner reference, as upstream checks)."""
+        return any(o.kind == "StatefulSet" and o.api_version == "apps/v1" for o in self.owners)
+
     def is_mirror_pod(self) -> bool:
         return "kubernetes.io/config.mirror" in self.annotations or any(
             o.kind == "Node" for o in self.owners

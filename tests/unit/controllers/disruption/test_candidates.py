@@ -126,7 +126,11 @@ def test_eviction_cost(annotations: dict[str, str], priority: int | None, expect
         ([mirror_pod()], 1.0, True),
         ([pod(phase="Succeeded")], 1.0, True),
         ([pod(phase="Failed")], 1.0, True),
-        ([pod(deletion_timestamp="2026-01-01T00:30:00Z")], 1.0, True),
+        ([pod(deletion_timestamp="2026-01-01T00:30:00Z")], 1.0, True),  # a ReplicaSet's
+        # A terminating StatefulSet pod is not: its replacement starts only once it is gone.
+        ([pod(owner="StatefulSet", deletion_timestamp="2026-01-01T00:30:00Z")], 2.0, False),
+        ([pod(owner="StatefulSet", phase="Succeeded")], 1.0, True),
+        ([daemon_pod(deletion_timestamp="2026-01-01T00:30:00Z")], 1.0, True),
         # Costs clamped to <= 0 still leave the node empty, and never go below the base.
         ([pod(annotations=deletion_cost(str(-(2**27))))], 1.0, True),
         ([pod(priority=-(2**26))], 1.0, True),

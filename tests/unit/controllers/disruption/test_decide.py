@@ -463,3 +463,32 @@ def test_consolidation_leaves_empty_nodes_to_emptiness(
     decision = next_command(facts(build(nodes, disruption=EMPTY_FROZEN)))
     assert [shape(x) for x in decision.commands] == commands
     assert {k: v.split(" (")[0] for k, v in decision.unchanged.items()} == unchanged
+
+
+# --------------------------------------------------------------------------------- terminating
+@pytest.mark.parametrize(
+    ("owner", "want"),
+    [
+        # A terminating ReplicaSet pod needs no room: the node is empty.
+        ("ReplicaSet", ("emptiness", ["a"], [], round(price(C4), 4))),
+        # A terminating StatefulSet pod does (its replacement starts once it is gone): the node
+        # is not empty, and consolidation finds the pod a smaller home.
+        (
+            "StatefulSet",
+            (
+                "single-node-consolidation",
+                ["a"],
+                ["c-2x-amd64-linux"],
+                round(price(C4) - price("c-2x-amd64-linux"), 4),
+            ),
+        ),
+    ],
+)
+def test_a_terminating_statefulset_pod_keeps_its_node_from_being_empty(
+    owner: str, want: Any
+) -> None:
+    c = build([("a", C4, [])])
+    terminating = pod("a-p0", node_name="a", cpu="1", memory="256Mi", owner=owner)
+    c.upsert_pod(replace(terminating, deletion_timestamp="2026-01-01T00:59:00Z"))
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd) == want
