@@ -380,6 +380,7 @@ class Pod:
     deletion_timestamp: str = ""
     termination_grace_period_seconds: int = 30
     phase: str = "Pending"
+    start_time: str = ""  # status.startTime: when the kubelet started the pod
     scheduling_gated: bool = False
     unschedulable: bool = False  # PodScheduled=False, reason Unschedulable
     nominated_node_name: str = ""
@@ -679,6 +680,7 @@ def pod_from_parts(
         if tgp is None
         else json_int(tgp, f"{spath}.terminationGracePeriodSeconds"),
         phase=json_str(status.get("phase"), f"{path}.status.phase", "Pending") or "Pending",
+        start_time=json_str(status.get("startTime"), f"{path}.status.startTime"),
         scheduling_gated=bool(json_list(spec.get("schedulingGates"), f"{spath}.schedulingGates")),
         unschedulable=_unschedulable(status, f"{path}.status"),
         nominated_node_name=json_str(

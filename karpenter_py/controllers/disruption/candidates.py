@@ -6,8 +6,9 @@ person can act on. The rules are upstream's (statenode.go, disruption/types.go):
 * node level: managed (a NodeClaim and a ``karpenter.sh/nodepool`` label), has a Node,
   initialized, not marked for deletion, not nominated, no node annotation
   ``karpenter.sh/do-not-disrupt: "true"``, not already queued, its NodePool exists;
-* pod level (``pod_block``): no active pod with ``karpenter.sh/do-not-disrupt: "true"``, every
-  PDB covering an evictable pod allows a disruption, and no pod is covered by two PDBs.
+* pod level (``pod_block``): no active pod protected by ``karpenter.sh/do-not-disrupt``
+  (``"true"``, or a duration the pod has not yet run for), every PDB covering an evictable pod
+  allows a disruption, and no pod is covered by two PDBs.
 
 Pod-level blocks are waived for the *eventual* disruption class (drift) when the NodeClaim has
 ``spec.terminationGracePeriod``: termination will get the node out within that bound anyway. So
@@ -46,6 +47,7 @@ from karpenter_py.model.api.nodeclaim import (
 )
 from karpenter_py.model.api.nodepool import CONSOLIDATION_WHEN_EMPTY, NodePool
 from karpenter_py.model.core import Pod
+from karpenter_py.model.donotdisrupt import do_not_disrupt_active, do_not_disrupt_until
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
     ANNOTATION_DO_NOT_DISRUPT,
@@ -135,8 +137,9 @@ def pod_block(pods: Candidate | Iterable[Pod], snapshot: Snapshot) -> str | None
     """Why the pods keep their node from being disrupted gracefully, or None.
 
     ``pods`` is a node's pods, or a Candidate (its node's pods are looked up in the snapshot, so
-    daemonset and mirror pods count too). Blocks: an active pod annotated
-    ``karpenter.sh/do-not-disrupt: "true"`` (daemonset and mirror pods included, as upstream);
+    daemonset and mirror pods count too). Blocks: an active pod whose
+    ``karpenter.sh/do-not-disrupt`` protects it at the snapshot's time (``"true"``, or a
+    duration the pod has not yet run for; daemonset and mirror pods included, as upstream);
     an evictable pod (active, not a mirror pod) covered by a PDB that allows 0 disruptions, or
     by more than one PDB (the eviction API refuses those).
     """
@@ -144,8 +147,8 @@ def pod_block(pods: Candidate | Iterable[Pod], snapshot: Snapshot) -> str | None
         pods = snapshot.pods_by_node.get(pods.name, ())
     pod_list = list(pods)
     for pod in pod_list:
-        if _is_active(pod) and pod.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
-            return f'pod {pod.key} has annotation {ANNOTATION_DO_NOT_DISRUPT}: "true"'
+        if _is_active(pod) and do_not_disrupt_active(pod, snapshot.now):
+            return _do_not_disrupt_reason(pod)
     for pod in pod_list:
         if not _is_active(pod) or pod.is_mirror_pod():
             continue
@@ -163,6 +166,17 @@ def pod_block(pods: Candidate | Iterable[Pod], snapshot: Snapshot) -> str | None
                 f"(it covers pod {pod.key})"
             )
     return None
+
+
+def _do_not_disrupt_reason(pod: Pod) -> str:
+    value = pod.annotations[ANNOTATION_DO_NOT_DISRUPT]
+    reason = f'pod {pod.key} has annotation {ANNOTATION_DO_NOT_DISRUPT}: "{value}"'
+    if value == "true":
+        return reason
+    until = do_not_disrupt_until(pod)
+    if until is None:
+        return f"{reason} (the pod has not started)"
+    return f"{reason} (protected until {until:%H:%M:%S} UTC)"
 
 
 # ----------------------------------------------------------------------------- candidates

@@ -71,7 +71,7 @@ LIFECYCLE = [cond(t) for t in ("Launched", "Registered", "Initialized")]
 
 
 def pod(name: str = "p", *, namespace: str = "default", **kw: Any) -> Pod:
-    fields = {k: kw.pop(k) for k in ("phase", "deletion_timestamp") if k in kw}
+    fields = {k: kw.pop(k) for k in ("phase", "deletion_timestamp", "start_time") if k in kw}
     return replace(factories.pod(name, namespace=namespace, node_name="n1", **kw), **fields)
 
 
@@ -301,6 +301,10 @@ def test_queued_nodes_are_not_candidates(key: str) -> None:
 DND = {"karpenter.sh/do-not-disrupt": "true"}
 
 
+def dnd(value: str) -> dict[str, str]:
+    return {"karpenter.sh/do-not-disrupt": value}
+
+
 @pytest.mark.parametrize(
     ("pods", "pdbs", "expected"),
     [
@@ -319,6 +323,26 @@ DND = {"karpenter.sh/do-not-disrupt": "true"}
             'pod default/ds has annotation karpenter.sh/do-not-disrupt: "true"',
         ),
         ([pod("db-0", annotations={"karpenter.sh/do-not-disrupt": "false"})], [], None),
+        # A duration protects the pod while it has run less than that long (NOW is 01:00)...
+        (
+            [pod("db-0", annotations=dnd("30m"), start_time="2026-01-01T00:50:00Z")],
+            [],
+            'pod default/db-0 has annotation karpenter.sh/do-not-disrupt: "30m" '
+            "(protected until 01:20:00 UTC)",
+        ),
+        ([pod("db-0", annotations=dnd("30m"), start_time="2026-01-01T00:30:00Z")], [], None),
+        ([pod("db-0", annotations=dnd("59m59s"), start_time="2026-01-01T00:00:00Z")], [], None),
+        # ...and, failing safe, while it has not started.
+        (
+            [pod("db-0", annotations=dnd("30m"))],
+            [],
+            'pod default/db-0 has annotation karpenter.sh/do-not-disrupt: "30m" '
+            "(the pod has not started)",
+        ),
+        # Values that are neither "true" nor a positive duration protect nothing.
+        ([pod("db-0", annotations=dnd("soon"), start_time="2026-01-01T00:50:00Z")], [], None),
+        ([pod("db-0", annotations=dnd("-5m"), start_time="2026-01-01T00:50:00Z")], [], None),
+        ([pod("db-0", annotations=dnd("0"))], [], None),
         (
             [pod("web-1", namespace="shop", labels=WEB)],
             [pdb("web", 0)],
