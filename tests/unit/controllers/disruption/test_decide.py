@@ -492,3 +492,24 @@ def test_a_terminating_statefulset_pod_keeps_its_node_from_being_empty(
     c.upsert_pod(replace(terminating, deletion_timestamp="2026-01-01T00:59:00Z"))
     (cmd,) = next_command(facts(c)).commands
     assert shape(cmd) == want
+
+
+# --------------------------------------------------------------------------------- nominated
+@pytest.mark.parametrize(
+    ("nominated_to", "want"),
+    [
+        ("", ("emptiness", ["a"], [], round(price(C4), 4))),
+        # A pending pod the kube-scheduler nominated to the node (it preempted there) keeps
+        # the node: it is no candidate while the pod waits.
+        ("a", None),
+        ("elsewhere", ("emptiness", ["a"], [], round(price(C4), 4))),
+    ],
+)
+def test_a_node_pending_pods_are_nominated_to_is_not_a_candidate(
+    nominated_to: str, want: Any
+) -> None:
+    c = build([("a", C4, [])])
+    c.upsert_pod(replace(pod("waiting", pending=True, cpu="1"), nominated_node_name=nominated_to))
+    decision = next_command(facts(c))
+    assert [shape(x) for x in decision.commands] == ([want] if want else [])
+    assert decision.unchanged == ({} if want else {"a": "node is nominated for pending pods"})
