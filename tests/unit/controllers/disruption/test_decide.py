@@ -513,3 +513,24 @@ def test_a_node_pending_pods_are_nominated_to_is_not_a_candidate(
     decision = next_command(facts(c))
     assert [shape(x) for x in decision.commands] == ([want] if want else [])
     assert decision.unchanged == ({} if want else {"a": "node is nominated for pending pods"})
+
+
+# --------------------------------------------------------------------------------- drift, empty
+@pytest.mark.parametrize(
+    ("nodes", "want"),
+    [
+        # An empty drifted node is deleted without a replacement.
+        ([("b", C4, [])], [("drift", ["b"], [], round(price(C4), 4))]),
+        # Empty nodes first (b before a, which sorts first by name at the same drift time),
+        # then the rest, each replaced.
+        (
+            [("a", C4, ["3"]), ("b", C4, [])],
+            [("drift", ["b"], [], round(price(C4), 4)), ("drift", ["a"], [C4], 0.0)],
+        ),
+    ],
+)
+def test_drift_deletes_empty_nodes_first_without_replacements(nodes: Any, want: Any) -> None:
+    # consolidateAfter Never: emptiness is off, so drift alone acts.
+    off = {"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}
+    c = build(nodes, conditions=drifted(), disruption=off)
+    assert [shape(x) for x in evaluate(facts(c)).commands] == want
