@@ -12,12 +12,10 @@ would leave it and looks again, so the output lists every command in order.
 Offline, a few things a cluster would provide are filled in by the builder, each as the
 controllers would:
 
-* A Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the input (a hand-written
-  file) gets a synthesized NodeClaim named after it: ``Launched``, ``Registered`` and
-  ``Initialized`` True since the Node's ``creationTimestamp`` (without one, since 1970, i.e. long
-  ago), ``status.providerID`` and ``status.nodeName`` matching the Node, the Node's labels, and
-  the NodePool's ``expireAfter`` and ``terminationGracePeriod``. The node is then managed as it
-  would be in a cluster.
+* Nothing is made up for a Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the
+  input: as in a cluster, Karpenter never disrupts it, and it is listed unchanged with that
+  reason. Hand-written files give each managed Node its NodeClaim (``status.providerID`` or
+  ``status.nodeName`` joins them).
 * A NodeClaim without a ``Consolidatable`` condition gets one computed at ``--now`` from the
   NodePool's ``consolidateAfter`` and ``status.lastPodEventTime`` (else the ``Initialized``
   transition), by ``nodeclaim.disruption.set_consolidatable``, the function the NodeClaim

@@ -189,6 +189,9 @@ def node_block(node: StateNode, queued: Collection[str] = ()) -> str | None:
     names or provider IDs (any of the three matches).
     """
     if node.nodeclaim is None:
+        if node.node is not None and node.node.labels.get(LABEL_NODEPOOL):
+            # Upstream disrupts only what a NodeClaim manages: a label alone is no claim.
+            return f"node has a {LABEL_NODEPOOL} label but no NodeClaim (never disrupted)"
         return "not managed by Karpenter (no NodeClaim)"
     if node.node is None:
         return "NodeClaim has no Node yet (still launching or registering)"

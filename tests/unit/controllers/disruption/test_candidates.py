@@ -260,6 +260,10 @@ NO_POOL_LABEL = {k: v for k, v in labels().items() if k != LABEL_NODEPOOL}
             StateNode(node=factories.node("n1"), nodeclaim=None),
             "not managed by Karpenter (no NodeClaim)",
         ),
+        (  # a NodePool label is no NodeClaim
+            StateNode(node=factories.node("n1", labels=labels()), nodeclaim=None),
+            "node has a karpenter.sh/nodepool label but no NodeClaim (never disrupted)",
+        ),
         (
             StateNode(node=None, nodeclaim=factories.nodeclaim("n1")),
             "NodeClaim has no Node yet (still launching or registering)",
