@@ -10,7 +10,9 @@ Offline, a few things a cluster would provide are filled in, each as the control
 
 * Nothing is made up for a Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the
   input: as in a cluster, such a node is never disrupted (the decision says so as its reason).
-* A NodeClaim without a ``Consolidatable`` condition gets one computed at ``now``; a launched one
+* ``Consolidatable``: its absence means "not yet", as upstream's controller sets it; only when
+  no NodeClaim of the input carries the condition (a hand-written file) does each get one
+  computed at ``now``, with a warning saying so. A launched NodeClaim
   without ``Drifted`` that carries the ``karpenter.sh/nodepool-hash`` annotation is checked for
   NodePool drift (see :func:`refresh_conditions`).
 * A PodDisruptionBudget without ``status.disruptionsAllowed`` gets it computed over the input's
@@ -133,11 +135,14 @@ def read_pdb(doc: JSON, source: Source, pods: Sequence[Pod]) -> PodDisruptionBud
 # ----------------------------------------------------------------------------- NodeClaims
 
 
-def refresh_conditions(nc: NodeClaim, np: NodePool, now: datetime) -> None:
+def refresh_conditions(
+    nc: NodeClaim, np: NodePool, now: datetime, *, consolidatable: bool = True
+) -> None:
     """Fill in, in place, the conditions the NodeClaim controller would have written by ``now``:
-    ``Consolidatable`` when absent, and ``Drifted`` from NodePool drift when absent and the
-    NodeClaim carries a nodepool-hash."""
-    if nc.status.get_condition(CONDITION_CONSOLIDATABLE) is None:
+    ``Consolidatable`` when absent and ``consolidatable`` (the input carries that condition
+    nowhere), and ``Drifted`` from NodePool drift when absent and the NodeClaim carries a
+    nodepool-hash."""
+    if consolidatable and nc.status.get_condition(CONDITION_CONSOLIDATABLE) is None:
         set_consolidatable(nc, np, now)
     if (
         nc.status.get_condition(CONDITION_DRIFTED) is None
@@ -152,13 +157,16 @@ def refresh_conditions(nc: NodeClaim, np: NodePool, now: datetime) -> None:
 # ----------------------------------------------------------------------------- the cluster
 
 
-def build_cluster(objects: ClusterObjects, now: datetime) -> tuple[Cluster, list[str]]:
+def build_cluster(
+    objects: ClusterObjects, now: datetime, *, disruption: bool = False
+) -> tuple[Cluster, list[str]]:
     """The objects in a Cluster, with what the controllers would have added (see the module
-    docstring), and the warnings about what the cluster leaves out or idle."""
+    docstring), and the warnings about what the cluster leaves out or idle (``disruption``:
+    also about what only disruption reads)."""
     cluster = Cluster()
     warnings: list[str] = []
     _add_nodepools(cluster, objects, warnings)
-    _add_nodes(cluster, objects, now, warnings)
+    _add_nodes(cluster, objects, now, warnings, disruption=disruption)
     node_names = _node_names(cluster, objects, now)
     for pod, source in objects.pods:
         if pod.node_name and pod.node_name not in node_names:
@@ -197,7 +205,12 @@ def _add_nodepools(cluster: Cluster, objects: ClusterObjects, warnings: list[str
 
 
 def _add_nodes(
-    cluster: Cluster, objects: ClusterObjects, now: datetime, warnings: list[str]
+    cluster: Cluster,
+    objects: ClusterObjects,
+    now: datetime,
+    warnings: list[str],
+    *,
+    disruption: bool,
 ) -> None:
     """The NodeClaims and Nodes, joined as the cluster joins them (providerID, then
     ``status.nodeName``); every NodeClaim of a NodePool of the input gets the conditions its
@@ -214,10 +227,23 @@ def _add_nodes(
         _check_created(node, source)
         cluster.upsert_node(node)
     pools = {np.metadata.name: np for np, _ in objects.nodepools}
+    # Upstream's controller sets Consolidatable; its absence means "not yet". Only an input
+    # where no NodeClaim carries it (a hand-written file) has it computed, and is told so.
+    carried = any(
+        nc.status.get_condition(CONDITION_CONSOLIDATABLE) is not None
+        for nc in cluster.nodeclaims.values()
+    )
+    computed = False
     for nc in cluster.nodeclaims.values():
         pool = pools.get(nodepool_of(nc))
         if pool is not None:
-            refresh_conditions(nc, pool, now)
+            refresh_conditions(nc, pool, now, consolidatable=not carried)
+            computed = computed or nc.status.get_condition(CONDITION_CONSOLIDATABLE) is not None
+    if computed and not carried and disruption:
+        warnings.append(
+            f"no NodeClaim in the input carries a {CONDITION_CONSOLIDATABLE} condition: each "
+            "gets one computed at --now from its NodePool's consolidateAfter"
+        )
 
 
 def _check_created(node: Node, source: Source) -> None:

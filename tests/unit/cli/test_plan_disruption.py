@@ -198,11 +198,13 @@ def claim(
     }
 
 
-def managed(name: str, *, it: str = C4, pool: str = "default") -> tuple[dict[str, Any], ...]:
+def managed(
+    name: str, *, it: str = C4, pool: str = "default", **claim_kw: Any
+) -> tuple[dict[str, Any], ...]:
     """A Node of ``pool`` with the NodeClaim a cluster holds for it (launched, joined by
     nodeName)."""
     size = {"cpu": {C2: "2", C4: "4", C8: "8"}[it], "memory": "8Gi", "pods": "110"}
-    nc = claim(f"nc-{name}", pool=pool, node_name=name, capacity=size, allocatable=size)
+    nc = claim(f"nc-{name}", pool=pool, node_name=name, capacity=size, allocatable=size, **claim_kw)
     return node(name, it=it, pool=pool), nc
 
 
@@ -253,9 +255,16 @@ Hourly cost: before $0.6720, after $0.2226, saving $0.4494  (~ marks an estimate
 """
 
 
+COMPUTED_WARNING = (
+    "warning: no NodeClaim in the input carries a Consolidatable condition: each gets one "
+    "computed at --now from its NodePool's consolidateAfter\n"
+)
+
+
 def test_example_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "-f", EXAMPLE, "--now", LATER)
-    assert (code, err) == (0, "")
+    # The example's NodeClaims carry no Consolidatable: it is computed at --now, and said so.
+    assert (code, err) == (0, COMPUTED_WARNING)
     assert out == EXAMPLE_TABLE
 
 
@@ -414,6 +423,62 @@ def test_nodeclaims_from_a_dump_drift_and_in_flight(
         "nc-f": "NodeClaim has no Node yet (still launching or registering)",
     }
     named_once(data, ["big", "d", "e", "nc-f"])
+
+
+CONSOLIDATABLE = {
+    "type": "Consolidatable",
+    "status": "True",
+    "reason": "Consolidatable",
+    "lastTransitionTime": T0,
+}
+
+
+@pytest.mark.parametrize(
+    ("x_conditions", "commands", "left", "warning"),
+    [
+        # A dump: one NodeClaim carries Consolidatable, so the other's absence means "not yet"
+        # (y stays, and takes x's pod).
+        (
+            [CONSOLIDATABLE],
+            [("single-node-consolidation", "Underutilized", ["x"], [], 0.16)],
+            {
+                "y": "consolidateAfter 30s has passed since initialization but the NodeClaim "
+                "is not Consolidatable yet"
+            },
+            "",
+        ),
+        # No NodeClaim carries one (a hand-written file): computed at --now for each, and said.
+        (
+            [],
+            [("multi-node-consolidation", "Underutilized", ["x", "y"], [C2], 0.24)],
+            {},
+            COMPUTED_WARNING,
+        ),
+    ],
+)
+def test_consolidatable_is_computed_only_when_no_nodeclaim_carries_it(
+    capsys: pytest.CaptureFixture[str],
+    write: Writer,
+    kwok: str,
+    x_conditions: list[dict[str, Any]],
+    commands: list[Any],
+    left: dict[str, str],
+    warning: str,
+) -> None:
+    docs = (
+        pool(),
+        *managed("x", conditions=x_conditions),
+        bound("px", "x"),
+        *managed("y"),
+        bound("py", "y"),
+    )
+    code, out, err = run(
+        capsys, "-f", write(*docs), "--instance-types", kwok, "--now", NOW, "-o", "json"
+    )
+    assert (code, err) == (0, warning)
+    data = json.loads(out)
+    assert shapes(data) == commands
+    assert unchanged(data) == left
 
 
 def test_pdbs_computed_and_given(

@@ -601,6 +601,12 @@ NOT_CONSOLIDATABLE = [*LIFECYCLE, cond("Consolidatable", "False")]
             candidate(pods=[pod()], conditions=[cond("Launched"), cond("Registered")]),
             "NodeClaim is not Consolidatable yet",
         ),
+        # No Consolidatable condition at all means "not yet", whatever the clock says.
+        (
+            candidate(nodepool(consolidateAfter="30m"), [pod()], conditions=LIFECYCLE),
+            "consolidateAfter 30m has passed since initialization but the NodeClaim is not "
+            "Consolidatable yet",
+        ),
     ],
 )
 def test_consolidation_block(cand: Candidate, expected: str | None) -> None:
