@@ -473,6 +473,23 @@ def recheck_at(
     return min((t for t in ahead if t > at), default=None)
 
 
+def do_not_disrupt_expiry(snapshot: Snapshot) -> datetime | None:
+    """The earliest moment after the snapshot's time at which a pod's do-not-disrupt duration
+    runs out on a managed node (its node may then become a candidate), or None."""
+    at = as_utc(snapshot.now)
+    ahead = []
+    for node in snapshot.nodes:
+        if node.nodeclaim is None:
+            continue
+        for pod in snapshot.pods_by_node.get(node.name, ()):
+            if ANNOTATION_DO_NOT_DISRUPT not in pod.annotations:
+                continue
+            until = do_not_disrupt_until(pod)
+            if until is not None and until > at:
+                ahead.append(until)
+    return min(ahead, default=None)
+
+
 def drift_block(candidate: Candidate, *, static: bool = False) -> str | None:
     """Why the drift method may not replace the candidate, or None: its NodeClaim must be
     ``Drifted=True``. Static pools are left to static drift: ``static=False`` (the drift

@@ -534,3 +534,29 @@ def test_drift_deletes_empty_nodes_first_without_replacements(nodes: Any, want: 
     off = {"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}
     c = build(nodes, conditions=drifted(), disruption=off)
     assert [shape(x) for x in evaluate(facts(c)).commands] == want
+
+
+@pytest.mark.parametrize(
+    ("value", "recheck"),
+    [
+        ("30m", NOW + timedelta(minutes=20)),  # started 00:50: protected until 01:20
+        ("5m", None),  # ran out at 00:55
+        ("true", None),  # no end
+        ("soon", None),  # ignored
+    ],
+)
+def test_a_do_not_disrupt_duration_names_when_to_look_again(
+    value: str, recheck: datetime | None
+) -> None:
+    c = build([("a", C1, [])])
+    protected = pod(
+        "a-p0",
+        node_name="a",
+        cpu="500m",
+        memory="256Mi",
+        annotations={"karpenter.sh/do-not-disrupt": value},
+    )
+    c.upsert_pod(replace(protected, start_time="2026-01-01T00:50:00Z"))
+    decision = next_command(facts(c))
+    assert decision.commands == ()
+    assert decision.recheck_at == recheck
