@@ -12,16 +12,16 @@ would leave it and looks again, so the output lists every command in order.
 Offline, a few things a cluster would provide are filled in by the builder, each as the
 controllers would:
 
-* A Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the input (a hand-written
-  file) gets a synthesized NodeClaim named after it: ``Launched``, ``Registered`` and
-  ``Initialized`` True since the Node's ``creationTimestamp`` (without one, since 1970, i.e. long
-  ago), ``status.providerID`` and ``status.nodeName`` matching the Node, the Node's labels, and
-  the NodePool's ``expireAfter`` and ``terminationGracePeriod``. The node is then managed as it
-  would be in a cluster.
-* A NodeClaim without a ``Consolidatable`` condition gets one computed at ``--now`` from the
-  NodePool's ``consolidateAfter`` and ``status.lastPodEventTime`` (else the ``Initialized``
-  transition), by ``nodeclaim.disruption.set_consolidatable``, the function the NodeClaim
-  controller uses.
+* Nothing is made up for a Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the
+  input: as in a cluster, Karpenter never disrupts it, and it is listed unchanged with that
+  reason. Hand-written files give each managed Node its NodeClaim (``status.providerID`` or
+  ``status.nodeName`` joins them).
+* ``Consolidatable``: upstream's controller sets it, so a NodeClaim without it is not
+  consolidatable yet. Only when no NodeClaim of the input carries the condition (a hand-written
+  file) does each get one computed at ``--now`` from the NodePool's ``consolidateAfter`` and
+  ``status.lastPodEventTime`` (else the ``Initialized`` transition), by
+  ``nodeclaim.disruption.set_consolidatable``, the function the NodeClaim controller uses, and a
+  warning says so.
 * A ``Drifted`` condition in the input is honoured as it is. A launched NodeClaim without one
   that carries the ``karpenter.sh/nodepool-hash`` annotation is checked for NodePool drift
   (``nodeclaim.drift.nodepool_drift``: template hash, then requirements) and marked Drifted when
@@ -342,7 +342,7 @@ def run_disruption(
         manifests = load_manifests(files)
         # A dump lists the pods its workloads made: workloads are not expanded here.
         objects = manifests.cluster.without_workloads()
-        cluster, warnings = build_cluster(objects, at)
+        cluster, warnings = build_cluster(objects, at, disruption=True)
         for warning in (*manifests.warnings, *warnings):
             print(f"warning: {warning}", file=stderr)
         # Without NodePools the decision still runs: no node is a candidate, and each one is

@@ -8,12 +8,11 @@ from objects to solver input.
 
 Offline, a few things a cluster would provide are filled in, each as the controllers would:
 
-* A Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the input (a hand-written
-  file) gets a synthesized NodeClaim named after it: ``Launched``, ``Registered`` and
-  ``Initialized`` True since the Node's ``creationTimestamp`` (without one, since 1970, i.e. long
-  ago), ``status.providerID`` and ``status.nodeName`` matching the Node, the Node's labels, and
-  the NodePool's ``expireAfter`` and ``terminationGracePeriod``.
-* A NodeClaim without a ``Consolidatable`` condition gets one computed at ``now``; a launched one
+* Nothing is made up for a Node with a ``karpenter.sh/nodepool`` label and no NodeClaim in the
+  input: as in a cluster, such a node is never disrupted (the decision says so as its reason).
+* ``Consolidatable``: its absence means "not yet", as upstream's controller sets it; only when
+  no NodeClaim of the input carries the condition (a hand-written file) does each get one
+  computed at ``now``, with a warning saying so. A launched NodeClaim
   without ``Drifted`` that carries the ``karpenter.sh/nodepool-hash`` annotation is checked for
   NodePool drift (see :func:`refresh_conditions`).
 * A PodDisruptionBudget without ``status.disruptionsAllowed`` gets it computed over the input's
@@ -39,14 +38,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Final
 
-from pydantic import ValidationError
-
 from karpenter_py.cli.manifests import (
     JSON,
     LABEL_NAMESPACE_NAME,
     ClusterObjects,
     Source,
-    validation_error,
 )
 from karpenter_py.controllers.nodeclaim.common import nodepool_of
 from karpenter_py.controllers.nodeclaim.disruption import set_consolidatable, set_drifted
@@ -62,10 +58,6 @@ from karpenter_py.model.core import Node, Pod
 from karpenter_py.model.fields import ParseError
 from karpenter_py.model.labels import (
     ANNOTATION_NODEPOOL_HASH,
-    LABEL_CAPACITY_TYPE,
-    LABEL_INSTANCE_TYPE,
-    LABEL_NODEPOOL,
-    LABEL_TOPOLOGY_ZONE,
 )
 from karpenter_py.scheduling.fromstate import nodeclass_key
 from karpenter_py.state.cluster import Cluster, NodeClassKey
@@ -73,11 +65,6 @@ from karpenter_py.state.ingest import pdb_from_dict
 from karpenter_py.state.pdb import PodDisruptionBudget
 
 PDB_API_VERSION: Final = "policy/v1"
-# Initialization time of a synthesized NodeClaim whose Node has no creationTimestamp: long ago.
-LONG_AGO: Final = "1970-01-01T00:00:00Z"
-# nodeClassRef of a synthesized NodeClaim whose NodePool is not in the input (never read: the
-# decision reports the node as "NodePool ... not found").
-_SYNTHESIZED_NODECLASS: Final = {"group": "karpenter.sh", "kind": "Unknown", "name": "unknown"}
 
 
 # ----------------------------------------------------------------------------- PDBs
@@ -148,65 +135,14 @@ def read_pdb(doc: JSON, source: Source, pods: Sequence[Pod]) -> PodDisruptionBud
 # ----------------------------------------------------------------------------- NodeClaims
 
 
-def synthesized_nodeclaim(
-    node: Node, nodepool: NodePool | None, source: Source, *, name: str
-) -> NodeClaim:
-    """The NodeClaim a cluster would hold for a managed Node given without one."""
-    created = node.creation_timestamp or LONG_AGO
-    try:
-        datetime.fromisoformat(created)
-    except ValueError:
-        raise source.error(
-            f"not an RFC 3339 time: {created!r}", "metadata.creationTimestamp"
-        ) from None
-    labels = dict(node.labels)
-    requirements = [
-        {"key": key, "operator": "In", "values": [labels[key]]}
-        for key in (LABEL_NODEPOOL, LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE, LABEL_CAPACITY_TYPE)
-        if labels.get(key)
-    ]
-    spec: dict[str, object] = {"requirements": requirements}
-    if nodepool is not None:
-        tspec = nodepool.spec.template.spec
-        ref = tspec.node_class_ref
-        spec["nodeClassRef"] = {"group": ref.group, "kind": ref.kind, "name": ref.name}
-        spec["expireAfter"] = tspec.expire_after
-        if tspec.termination_grace_period is not None:
-            spec["terminationGracePeriod"] = tspec.termination_grace_period
-    else:
-        spec["nodeClassRef"] = dict(_SYNTHESIZED_NODECLASS)
-    metadata: dict[str, object] = {"name": name, "labels": labels}
-    if node.creation_timestamp:
-        metadata["creationTimestamp"] = node.creation_timestamp
-    conditions = [
-        {"type": t, "status": "True", "reason": t, "lastTransitionTime": created}
-        for t in ("Launched", "Registered", "Initialized")
-    ]
-    try:
-        return NodeClaim.model_validate(
-            {
-                "metadata": metadata,
-                "spec": spec,
-                "status": {
-                    "providerID": node.provider_id,
-                    "nodeName": node.name,
-                    "conditions": conditions,
-                },
-            }
-        )
-    except ValidationError as err:
-        # Only the Node's own fields can be wrong here: its labels or its creationTimestamp.
-        located = validation_error(source, err)
-        timed = "creationTimestamp" in located.path or "lastTransitionTime" in located.path
-        field = "metadata.creationTimestamp" if timed else "metadata.labels"
-        raise source.error(located.message, field) from None
-
-
-def refresh_conditions(nc: NodeClaim, np: NodePool, now: datetime) -> None:
+def refresh_conditions(
+    nc: NodeClaim, np: NodePool, now: datetime, *, consolidatable: bool = True
+) -> None:
     """Fill in, in place, the conditions the NodeClaim controller would have written by ``now``:
-    ``Consolidatable`` when absent, and ``Drifted`` from NodePool drift when absent and the
-    NodeClaim carries a nodepool-hash."""
-    if nc.status.get_condition(CONDITION_CONSOLIDATABLE) is None:
+    ``Consolidatable`` when absent and ``consolidatable`` (the input carries that condition
+    nowhere), and ``Drifted`` from NodePool drift when absent and the NodeClaim carries a
+    nodepool-hash."""
+    if consolidatable and nc.status.get_condition(CONDITION_CONSOLIDATABLE) is None:
         set_consolidatable(nc, np, now)
     if (
         nc.status.get_condition(CONDITION_DRIFTED) is None
@@ -221,13 +157,16 @@ def refresh_conditions(nc: NodeClaim, np: NodePool, now: datetime) -> None:
 # ----------------------------------------------------------------------------- the cluster
 
 
-def build_cluster(objects: ClusterObjects, now: datetime) -> tuple[Cluster, list[str]]:
+def build_cluster(
+    objects: ClusterObjects, now: datetime, *, disruption: bool = False
+) -> tuple[Cluster, list[str]]:
     """The objects in a Cluster, with what the controllers would have added (see the module
-    docstring), and the warnings about what the cluster leaves out or idle."""
+    docstring), and the warnings about what the cluster leaves out or idle (``disruption``:
+    also about what only disruption reads)."""
     cluster = Cluster()
     warnings: list[str] = []
     _add_nodepools(cluster, objects, warnings)
-    _add_nodes(cluster, objects, now, warnings)
+    _add_nodes(cluster, objects, now, warnings, disruption=disruption)
     node_names = _node_names(cluster, objects, now)
     for pod, source in objects.pods:
         if pod.node_name and pod.node_name not in node_names:
@@ -266,11 +205,16 @@ def _add_nodepools(cluster: Cluster, objects: ClusterObjects, warnings: list[str
 
 
 def _add_nodes(
-    cluster: Cluster, objects: ClusterObjects, now: datetime, warnings: list[str]
+    cluster: Cluster,
+    objects: ClusterObjects,
+    now: datetime,
+    warnings: list[str],
+    *,
+    disruption: bool,
 ) -> None:
     """The NodeClaims and Nodes, joined as the cluster joins them (providerID, then
-    ``status.nodeName``); managed Nodes left without a NodeClaim get one, and every NodeClaim of
-    a NodePool of the input gets the conditions its controller would have written by ``now``."""
+    ``status.nodeName``); every NodeClaim of a NodePool of the input gets the conditions its
+    controller would have written by ``now``."""
     for nc, source in objects.nodeclaims:
         if not nc.status.capacity and not nc.status.allocatable:
             warnings.append(
@@ -279,25 +223,39 @@ def _add_nodes(
                 "only up to them"
             )
         cluster.upsert_nodeclaim(nc.model_copy(deep=True))
-    sources = {node.name: source for node, source in objects.nodes}
-    for node, _ in objects.nodes:
+    for node, source in objects.nodes:
+        _check_created(node, source)
         cluster.upsert_node(node)
     pools = {np.metadata.name: np for np, _ in objects.nodepools}
-    for sn in cluster.state_nodes(now):
-        if sn.node is None or sn.nodeclaim is not None or not sn.node_pool:
-            continue
-        name = sn.node.name
-        while name in cluster.nodeclaims:
-            name += "-synthesized"
-        cluster.upsert_nodeclaim(
-            synthesized_nodeclaim(
-                sn.node, pools.get(sn.node_pool), sources[sn.node.name], name=name
-            )
-        )
+    # Upstream's controller sets Consolidatable; its absence means "not yet". Only an input
+    # where no NodeClaim carries it (a hand-written file) has it computed, and is told so.
+    carried = any(
+        nc.status.get_condition(CONDITION_CONSOLIDATABLE) is not None
+        for nc in cluster.nodeclaims.values()
+    )
+    computed = False
     for nc in cluster.nodeclaims.values():
         pool = pools.get(nodepool_of(nc))
         if pool is not None:
-            refresh_conditions(nc, pool, now)
+            refresh_conditions(nc, pool, now, consolidatable=not carried)
+            computed = computed or nc.status.get_condition(CONDITION_CONSOLIDATABLE) is not None
+    if computed and not carried and disruption:
+        warnings.append(
+            f"no NodeClaim in the input carries a {CONDITION_CONSOLIDATABLE} condition: each "
+            "gets one computed at --now from its NodePool's consolidateAfter"
+        )
+
+
+def _check_created(node: Node, source: Source) -> None:
+    """A Node's ``creationTimestamp``, when given, must be an RFC 3339 time."""
+    if not node.creation_timestamp:
+        return
+    try:
+        datetime.fromisoformat(node.creation_timestamp)
+    except ValueError:
+        raise source.error(
+            f"not an RFC 3339 time: {node.creation_timestamp!r}", "metadata.creationTimestamp"
+        ) from None
 
 
 def _nodeclass_ready(objects: ClusterObjects, key: NodeClassKey) -> bool:

@@ -380,6 +380,7 @@ class Pod:
     deletion_timestamp: str = ""
     termination_grace_period_seconds: int = 30
     phase: str = "Pending"
+    start_time: str = ""  # status.startTime: when the kubelet started the pod
     scheduling_gated: bool = False
     unschedulable: bool = False  # PodScheduled=False, reason Unschedulable
     nominated_node_name: str = ""
@@ -393,6 +394,10 @@ class Pod:
 
     def is_daemonset_pod(self) -> bool:
         return any(o.controller and o.kind == "DaemonSet" for o in self.owners)
+
+    def is_statefulset_pod(self) -> bool:
+        """Owned by an apps/v1 StatefulSet (any owner reference, as upstream checks)."""
+        return any(o.kind == "StatefulSet" and o.api_version == "apps/v1" for o in self.owners)
 
     def is_mirror_pod(self) -> bool:
         return "kubernetes.io/config.mirror" in self.annotations or any(
@@ -675,6 +680,7 @@ def pod_from_parts(
         if tgp is None
         else json_int(tgp, f"{spath}.terminationGracePeriodSeconds"),
         phase=json_str(status.get("phase"), f"{path}.status.phase", "Pending") or "Pending",
+        start_time=json_str(status.get("startTime"), f"{path}.status.startTime"),
         scheduling_gated=bool(json_list(spec.get("schedulingGates"), f"{spath}.schedulingGates")),
         unschedulable=_unschedulable(status, f"{path}.status"),
         nominated_node_name=json_str(

@@ -56,6 +56,9 @@ def _static_reason(st: PodState, idx: PoolIndex, remaining: Resources | None) ->
 
 
 def _resources_reason(st: PodState, idx: PoolIndex) -> str:
+    overhead = _overhead_reason(idx)
+    if overhead is not None:
+        return overhead
     short = []
     for name, amount in sorted(st.pod.requests.items()):
         largest = idx.largest(name)
@@ -65,6 +68,24 @@ def _resources_reason(st: PodState, idx: PoolIndex) -> str:
             )
     detail = ", ".join(short) or "no single instance type fits every requested resource at once"
     return f"no instance type has enough resources after daemonset overhead ({detail})"
+
+
+def _overhead_reason(idx: PoolIndex) -> str | None:
+    """Why no type takes any pod when the daemonsets alone exceed every type's allocatable,
+    per resource short (their least request against the largest allocatable); else None."""
+    types = [i for i in range(len(idx.types)) if idx.all >> i & 1]
+    if not types or idx.all & idx.overhead_fits:
+        return None
+    short = []
+    for name in sorted({n for i in types for n in idx.daemon_requests[i]}):
+        need = [idx.daemon_requests[i].get(name, 0) for i in types]
+        have = [idx.types[i].allocatable.get(name, 0) for i in types]
+        if all(h >= n for n, h in zip(need, have, strict=True)):
+            continue
+        short.append(
+            f"{name} {format_resource(name, min(need))} > largest {format_resource(name, max(have))}"
+        )
+    return f"no instance type holds the daemonsets alone ({', '.join(short)})"
 
 
 def _summarise(error: str) -> str:

@@ -95,6 +95,7 @@ class PoolIndex:
         self.daemon_groups = table.daemon_groups
         self.fit_values = table.fit_values
         self.fit_suffix = table.fit_suffix
+        self.overhead_fits = table.overhead_fits
         self.offering_keys = table.offering_keys
         self.frontier_cache = table.frontier_cache
         # The packing step's memo of each resource's cheapest rate (price per unit left).
@@ -130,8 +131,9 @@ class PoolIndex:
 
     # ------------------------------------------------------------------ queries
     def fit_mask(self, requests: Mapping[str, int]) -> int:
-        """Types whose allocatable, less daemonset overhead, holds ``requests``."""
-        mask = self.all
+        """Types whose allocatable, less daemonset overhead, holds ``requests`` (never a type
+        whose daemonsets alone exceed its allocatable)."""
+        mask = self.all & self.overhead_fits
         for name, amount in requests.items():
             if amount <= 0:
                 continue

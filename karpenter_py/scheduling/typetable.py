@@ -263,9 +263,15 @@ class TypeTable:
         for it in self.types:
             names.update(it.allocatable)
         self.effective: list[dict[str, int]] = []
+        # Types whose allocatable holds their daemonsets' requests: on the others no pod fits,
+        # whatever it asks for (a pod asking no memory still needs the daemonsets' memory
+        # there, e.g. a DaemonSet whose memory limit defaulted its request to 10000Gi).
+        self.overhead_fits = 0
         for i, it in enumerate(self.types):
             overhead = self.daemon_requests[i]
             self.effective.append({n: it.allocatable.get(n, 0) - overhead.get(n, 0) for n in names})
+            if all(it.allocatable.get(n, 0) >= amount for n, amount in overhead.items()):
+                self.overhead_fits |= 1 << i
         self.fit_values: dict[str, list[int]] = {}
         self.fit_suffix: dict[str, list[int]] = {}
         for name in names:

@@ -56,6 +56,9 @@ class Cluster:
         self._synced: set[str] = set()
         self._deleting: set[str] = set()  # NodeClaim names marked for deletion
         self._nominated: dict[str, datetime] = {}  # node or NodeClaim name -> until
+        # Pending pod key -> the node its status.nominatedNodeName names (the kube-scheduler
+        # preempted for it there): that node keeps its nomination while the pod waits.
+        self._nominating: dict[str, str] = {}
         self._reserved: dict[str, dict[str, int]] = {}  # NodeClaim name -> largest option capacity
         # providerID -> Node name / NodeClaim name, kept by the mutators so lookups never scan.
         self._node_by_pid: dict[str, str] = {}
@@ -135,6 +138,13 @@ class Cluster:
             self._pending[pod.key] = pod
         else:
             self._pending.pop(pod.key, None)
+        waits_for = _nominated_node(pod)
+        if self._nominating.get(pod.key, "") != waits_for:
+            if waits_for:
+                self._nominating[pod.key] = waits_for
+            else:
+                del self._nominating[pod.key]
+            self._view = None
         self.generation += 1
 
     def delete_pod(self, key: str) -> None:
@@ -144,6 +154,8 @@ class Cluster:
             self._pods_on.pop(old.node_name, None)
             self._pods_changed.add(old.node_name)
         self._pending.pop(key, None)
+        if self._nominating.pop(key, None) is not None:
+            self._view = None
         self.generation += 1
 
     def upsert_nodepool(self, np: NodePool) -> None:
@@ -264,6 +276,7 @@ class Cluster:
         return view
 
     def _join(self, now: datetime) -> tuple[StateNode, ...]:
+        awaited = set(self._nominating.values())
         by_node_name: dict[str, NodeClaim] = {}
         for claim in self.nodeclaims.values():
             if claim.status.node_name:
@@ -276,13 +289,15 @@ class Cluster:
                 nc = by_node_name.get(node.name)
             if nc is not None:
                 matched.add(nc.metadata.name or "")
-            out.append(self._state_node(node, nc, now))
+            out.append(self._state_node(node, nc, now, awaited))
         for name, claim in self.nodeclaims.items():
             if name not in matched:
-                out.append(self._state_node(None, claim, now))
+                out.append(self._state_node(None, claim, now, awaited))
         return tuple(out)
 
-    def _state_node(self, node: Node | None, nc: NodeClaim | None, now: datetime) -> StateNode:
+    def _state_node(
+        self, node: Node | None, nc: NodeClaim | None, now: datetime, awaited: set[str]
+    ) -> StateNode:
         nc_name = (nc.metadata.name or "") if nc is not None else ""
         deleting = nc_name in self._deleting or (
             nc is not None and nc.metadata.deletion_timestamp is not None
@@ -293,11 +308,12 @@ class Cluster:
             by_node = self.nominated_until(node.name, now)
             if by_node is not None and (nominated_until is None or by_node > nominated_until):
                 nominated_until = by_node
+        name = node.name if node is not None else (nc.status.node_name if nc is not None else "")
         return StateNode(
             node=node,
             nodeclaim=nc,
             marked_for_deletion=deleting,
-            nominated=nominated_until is not None,
+            nominated=nominated_until is not None or (bool(name) and name in awaited),
             nominated_until=nominated_until,
             reserved=self._reserved.get(nc_name, {}) if node is None else {},
         )
@@ -352,6 +368,13 @@ class Cluster:
             ),
             pdbs=dict(self.pdbs),
         )
+
+
+def _nominated_node(pod: Pod) -> str:
+    """The node a pending, active pod is nominated to by the kube-scheduler, or ""."""
+    if pod.node_name or pod.is_terminal() or pod.is_terminating():
+        return ""
+    return pod.nominated_node_name
 
 
 def _unindex(index: dict[str, str], provider_id: str, name: str) -> None:

@@ -33,10 +33,13 @@ def is_provisionable(pod: Pod) -> bool:
 
 
 def is_reschedulable(pod: Pod) -> bool:
-    """A pod on a node being deleted that will need a home elsewhere."""
+    """A pod on a node being deleted that will need a home elsewhere: an active one, or a
+    terminating StatefulSet pod (its controller recreates it, under the same name, only once
+    it is gone, so its room must be found as if it were running), as upstream's
+    IsReschedulable. Daemonset and mirror pods stay with their node."""
+    active = not pod.is_terminal() and not pod.is_terminating()
     return (
-        not pod.is_terminal()
-        and not pod.is_terminating()
+        (active or (pod.is_terminating() and pod.is_statefulset_pod()))
         and not pod.is_daemonset_pod()
         and not pod.is_mirror_pod()
     )

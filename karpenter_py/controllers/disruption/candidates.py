@@ -6,8 +6,9 @@ person can act on. The rules are upstream's (statenode.go, disruption/types.go):
 * node level: managed (a NodeClaim and a ``karpenter.sh/nodepool`` label), has a Node,
   initialized, not marked for deletion, not nominated, no node annotation
   ``karpenter.sh/do-not-disrupt: "true"``, not already queued, its NodePool exists;
-* pod level (``pod_block``): no active pod with ``karpenter.sh/do-not-disrupt: "true"``, every
-  PDB covering an evictable pod allows a disruption, and no pod is covered by two PDBs.
+* pod level (``pod_block``): no active pod protected by ``karpenter.sh/do-not-disrupt``
+  (``"true"``, or a duration the pod has not yet run for), every PDB covering an evictable pod
+  allows a disruption, and no pod is covered by two PDBs.
 
 Pod-level blocks are waived for the *eventual* disruption class (drift) when the NodeClaim has
 ``spec.terminationGracePeriod``: termination will get the node out within that bound anyway. So
@@ -46,6 +47,7 @@ from karpenter_py.model.api.nodeclaim import (
 )
 from karpenter_py.model.api.nodepool import CONSOLIDATION_WHEN_EMPTY, NodePool
 from karpenter_py.model.core import Pod
+from karpenter_py.model.donotdisrupt import do_not_disrupt_active, do_not_disrupt_until
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
     ANNOTATION_DO_NOT_DISRUPT,
@@ -135,8 +137,9 @@ def pod_block(pods: Candidate | Iterable[Pod], snapshot: Snapshot) -> str | None
     """Why the pods keep their node from being disrupted gracefully, or None.
 
     ``pods`` is a node's pods, or a Candidate (its node's pods are looked up in the snapshot, so
-    daemonset and mirror pods count too). Blocks: an active pod annotated
-    ``karpenter.sh/do-not-disrupt: "true"`` (daemonset and mirror pods included, as upstream);
+    daemonset and mirror pods count too). Blocks: an active pod whose
+    ``karpenter.sh/do-not-disrupt`` protects it at the snapshot's time (``"true"``, or a
+    duration the pod has not yet run for; daemonset and mirror pods included, as upstream);
     an evictable pod (active, not a mirror pod) covered by a PDB that allows 0 disruptions, or
     by more than one PDB (the eviction API refuses those).
     """
@@ -144,8 +147,8 @@ def pod_block(pods: Candidate | Iterable[Pod], snapshot: Snapshot) -> str | None
         pods = snapshot.pods_by_node.get(pods.name, ())
     pod_list = list(pods)
     for pod in pod_list:
-        if _is_active(pod) and pod.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
-            return f'pod {pod.key} has annotation {ANNOTATION_DO_NOT_DISRUPT}: "true"'
+        if _is_active(pod) and do_not_disrupt_active(pod, snapshot.now):
+            return _do_not_disrupt_reason(pod)
     for pod in pod_list:
         if not _is_active(pod) or pod.is_mirror_pod():
             continue
@@ -165,6 +168,17 @@ def pod_block(pods: Candidate | Iterable[Pod], snapshot: Snapshot) -> str | None
     return None
 
 
+def _do_not_disrupt_reason(pod: Pod) -> str:
+    value = pod.annotations[ANNOTATION_DO_NOT_DISRUPT]
+    reason = f'pod {pod.key} has annotation {ANNOTATION_DO_NOT_DISRUPT}: "{value}"'
+    if value == "true":
+        return reason
+    until = do_not_disrupt_until(pod)
+    if until is None:
+        return f"{reason} (the pod has not started)"
+    return f"{reason} (protected until {until:%H:%M:%S} UTC)"
+
+
 # ----------------------------------------------------------------------------- candidates
 
 
@@ -175,6 +189,9 @@ def node_block(node: StateNode, queued: Collection[str] = ()) -> str | None:
     names or provider IDs (any of the three matches).
     """
     if node.nodeclaim is None:
+        if node.node is not None and node.node.labels.get(LABEL_NODEPOOL):
+            # Upstream disrupts only what a NodeClaim manages: a label alone is no claim.
+            return f"node has a {LABEL_NODEPOOL} label but no NodeClaim (never disrupted)"
         return "not managed by Karpenter (no NodeClaim)"
     if node.node is None:
         return "NodeClaim has no Node yet (still launching or registering)"
@@ -396,9 +413,10 @@ def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
     """Why consolidation (multi- or single-node) may not act on the candidate, or None.
 
     Checks: the pool is not static; instance-type, capacity-type and zone labels are known and
-    priced; ``consolidateAfter`` is not ``Never``; policy ``WhenEmpty`` only lets empty nodes
-    through; the NodeClaim is ``Consolidatable``. Empty nodes are not rejected here (the
-    emptiness method normally takes them first).
+    priced; ``consolidateAfter`` is not ``Never``; the node is not empty; policy ``WhenEmpty``
+    lets nothing else through; the NodeClaim is ``Consolidatable``. Empty nodes belong to the
+    emptiness method alone, as upstream: otherwise a budget of 0 for reason ``Empty`` would
+    not keep them, since consolidation would delete them under ``Underutilized``.
     """
     blocked = _price_block(candidate)
     if blocked is not None:
@@ -406,6 +424,8 @@ def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
     after, blocked = _consolidation_enabled(candidate)
     if after is None:
         return blocked
+    if is_empty(candidate.pods):
+        return "node is empty: only emptiness deletes it"
     policy = candidate.nodepool.spec.disruption.consolidation_policy
     if policy == CONSOLIDATION_WHEN_EMPTY and not is_empty(candidate.pods):
         return (
@@ -451,6 +471,23 @@ def recheck_at(
         if ready is not None:
             ahead.append(ready[0])
     return min((t for t in ahead if t > at), default=None)
+
+
+def do_not_disrupt_expiry(snapshot: Snapshot) -> datetime | None:
+    """The earliest moment after the snapshot's time at which a pod's do-not-disrupt duration
+    runs out on a managed node (its node may then become a candidate), or None."""
+    at = as_utc(snapshot.now)
+    ahead = []
+    for node in snapshot.nodes:
+        if node.nodeclaim is None:
+            continue
+        for pod in snapshot.pods_by_node.get(node.name, ()):
+            if ANNOTATION_DO_NOT_DISRUPT not in pod.annotations:
+                continue
+            until = do_not_disrupt_until(pod)
+            if until is not None and until > at:
+                ahead.append(until)
+    return min(ahead, default=None)
 
 
 def drift_block(candidate: Candidate, *, static: bool = False) -> str | None:

@@ -176,6 +176,7 @@ class Disruption:
         self._observe(decision)
         self.timeouts(decision, snapshot)
         self.unconsolidatable(decision, snapshot)
+        events.invalid_do_not_disrupt(self.deps.recorder, snapshot)
         if not decision.commands:
             self._noop_generation = generation
             self._noop_at = self.deps.clock.monotonic()

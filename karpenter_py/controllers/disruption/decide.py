@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Final, Literal
 
 from karpenter_py.controllers.disruption.budgets import next_budget_change
-from karpenter_py.controllers.disruption.candidates import recheck_at
+from karpenter_py.controllers.disruption.candidates import do_not_disrupt_expiry, recheck_at
 from karpenter_py.controllers.disruption.context import PassContext, Timer
 from karpenter_py.controllers.disruption.drift import DRIFT
 from karpenter_py.controllers.disruption.emptiness import EMPTINESS
@@ -89,12 +89,14 @@ def next_command(facts: Facts, *, timer: Timer = time.perf_counter) -> Decision:
 
 
 def _recheck_at(ctx: PassContext) -> datetime | None:
-    """When to look again though nothing changes: a node's time-based block running out, or a
-    budget window of a candidate's pool opening or closing."""
+    """When to look again though nothing changes: a node's time-based block running out (a
+    nomination, consolidateAfter, a pod's do-not-disrupt duration), or a budget window of a
+    candidate's pool opening or closing."""
     now = ctx.facts.now
     pools = {c.pool_name: c.nodepool for c in ctx.candidates}
     moments = [
         recheck_at(ctx.facts.snapshot.nodes, ctx.candidates, now),
+        do_not_disrupt_expiry(ctx.facts.snapshot),
         *(next_budget_change(np, now) for np in pools.values()),
     ]
     return min((m for m in moments if m is not None), default=None)

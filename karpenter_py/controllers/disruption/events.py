@@ -21,6 +21,9 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import API_VERSION as NODEPOOL_API_VERSION
 from karpenter_py.model.api.nodepool import KIND as NODEPOOL_KIND
 from karpenter_py.model.api.nodepool import NodePool
+from karpenter_py.model.donotdisrupt import INVALID_DO_NOT_DISRUPT, do_not_disrupt_problem
+from karpenter_py.model.labels import ANNOTATION_DO_NOT_DISRUPT
+from karpenter_py.state.snapshot import Snapshot
 from karpenter_py.state.statenode import StateNode
 
 DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
@@ -33,6 +36,26 @@ CONSOLIDATION_CANDIDATE: Final = "ConsolidationCandidate"
 # Ours: upstream only logs a consolidation timeout. Published on the NodePools concerned, like
 # DisruptionBlocked, in upstream's reason style.
 CONSOLIDATION_TIMED_OUT: Final = "ConsolidationTimedOut"
+
+
+def invalid_do_not_disrupt(recorder: EventRecorder, snapshot: Snapshot) -> None:
+    """``InvalidDoNotDisruptAnnotation`` on every pod of a managed node whose
+    ``karpenter.sh/do-not-disrupt`` value is ignored (neither ``"true"`` nor a positive
+    duration), de-duplicated per pod and value as upstream."""
+    for sn in snapshot.nodes:
+        if sn.nodeclaim is None:
+            continue
+        for pod in snapshot.pods_by_node.get(sn.name, ()):
+            problem = do_not_disrupt_problem(pod)
+            if problem is None:
+                continue
+            recorder.record(
+                object_ref("v1", "Pod", pod.name, namespace=pod.namespace, uid=pod.uid or None),
+                INVALID_DO_NOT_DISRUPT,
+                problem,
+                event_type=WARNING,
+                dedupe_values=(pod.uid, pod.annotations[ANNOTATION_DO_NOT_DISRUPT]),
+            )
 
 
 def node_ref(name: str, uid: str = "") -> KubeObject:

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from karpenter_py.model.api.common import parse_duration
 from karpenter_py.model.core import DISRUPTED_TAINT, Pod
-from karpenter_py.model.labels import ANNOTATION_DO_NOT_DISRUPT, CRITICAL_PRIORITY_CLASSES
+from karpenter_py.model.donotdisrupt import do_not_disrupt_active
+from karpenter_py.model.labels import CRITICAL_PRIORITY_CLASSES
 
 STUCK_TERMINATING = timedelta(minutes=1)
 
@@ -65,27 +65,6 @@ def is_waiting_eviction(pod: Pod, now: datetime) -> bool:
 
 def is_active(pod: Pod) -> bool:
     return not pod.is_terminal() and not pod.is_terminating()
-
-
-def do_not_disrupt_active(pod: Pod, now: datetime) -> bool:
-    """``"true"`` protects; a duration protects until the pod has existed that long; anything
-    else is ignored (upstream emits InvalidDoNotDisruptAnnotation and treats it as absent).
-
-    The slim Pod has no ``status.startTime``, so the creation time stands in for it.
-    """
-    value = pod.annotations.get(ANNOTATION_DO_NOT_DISRUPT)
-    if value is None:
-        return False
-    if value == "true":
-        return True
-    try:
-        duration = parse_duration(value)
-    except ValueError:
-        return False
-    if duration <= timedelta(0):
-        return False
-    started = parse_time(pod.creation_timestamp)
-    return started is None or now - started < duration
 
 
 def is_evictable(pod: Pod, now: datetime) -> bool:

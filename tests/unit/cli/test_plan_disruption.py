@@ -1,5 +1,5 @@
 """``karpenter-py plan --disruption``: the bundled example, small inline clusters, the offline
-fill-ins (synthesized NodeClaims, Consolidatable, drift, PDBs), the JSON contract and errors."""
+fill-ins (Consolidatable, drift, PDBs; no NodeClaim is made up for a Node), the JSON contract and errors."""
 
 from __future__ import annotations
 
@@ -159,6 +159,7 @@ def bound(
 def claim(
     name: str,
     *,
+    pool: str = "default",
     node_name: str = "",
     provider_id: str = "",
     conditions: list[dict[str, Any]] | None = None,
@@ -175,7 +176,7 @@ def claim(
         "kind": "NodeClaim",
         "metadata": {
             "name": name,
-            "labels": {"karpenter.sh/nodepool": "default"},
+            "labels": {"karpenter.sh/nodepool": pool},
             "annotations": annotations or {},
             "creationTimestamp": T0,
         },
@@ -195,6 +196,16 @@ def claim(
             **status,
         },
     }
+
+
+def managed(
+    name: str, *, it: str = C4, pool: str = "default", **claim_kw: Any
+) -> tuple[dict[str, Any], ...]:
+    """A Node of ``pool`` with the NodeClaim a cluster holds for it (launched, joined by
+    nodeName)."""
+    size = {"cpu": {C2: "2", C4: "4", C8: "8"}[it], "memory": "8Gi", "pods": "110"}
+    nc = claim(f"nc-{name}", pool=pool, node_name=name, capacity=size, allocatable=size, **claim_kw)
+    return node(name, it=it, pool=pool), nc
 
 
 def pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
@@ -244,9 +255,16 @@ Hourly cost: before $0.6720, after $0.2226, saving $0.4494  (~ marks an estimate
 """
 
 
+COMPUTED_WARNING = (
+    "warning: no NodeClaim in the input carries a Consolidatable condition: each gets one "
+    "computed at --now from its NodePool's consolidateAfter\n"
+)
+
+
 def test_example_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "-f", EXAMPLE, "--now", LATER)
-    assert (code, err) == (0, "")
+    # The example's NodeClaims carry no Consolidatable: it is computed at --now, and said so.
+    assert (code, err) == (0, COMPUTED_WARNING)
     assert out == EXAMPLE_TABLE
 
 
@@ -312,22 +330,24 @@ def test_plain_plan_still_reads_the_example(capsys: pytest.CaptureFixture[str]) 
 # ----------------------------------------------------------------------------- inline clusters
 
 
-def test_hand_written_nodes_get_nodeclaims(
+def test_hand_written_nodes_are_managed_through_their_nodeclaims(
     capsys: pytest.CaptureFixture[str], write: Writer, kwok: str
 ) -> None:
     docs = (
         pool(),
-        node("a"),
+        *managed("a"),
         bound("pa", "a"),
-        node("b"),
+        *managed("b"),
         bound("pb", "b"),
         node("c", it=C2),  # full; a pod arrived 10 s before --now
         bound("pc", "c", cpu="2"),
         claim("nc-c", node_name="c", lastPodEventTime="2026-01-01T00:59:50Z"),
         node("u", pool=None),
         bound("pu", "u", cpu="4"),
-        node("o", pool="other"),
+        *managed("o", pool="other"),
         bound("po", "o", cpu="4"),
+        node("bare"),  # a NodePool label and no NodeClaim: never disrupted
+        bound("pbare", "bare", cpu="4"),
     )
     data = run_json(capsys, "-f", write(*docs), "--instance-types", kwok, "--now", NOW)
     assert shapes(data) == [
@@ -340,10 +360,11 @@ def test_hand_written_nodes_get_nodeclaims(
         "(consolidatable at 01:00:20 UTC, in 20s)",
         "o": "NodePool 'other' not found",
         "u": "not managed by Karpenter (no NodeClaim)",
+        "bare": "node has a karpenter.sh/nodepool label but no NodeClaim (never disrupted)",
     }
     # Nodes of no known NodePool have no catalog to price them with: they cost 0 here.
-    assert data["cost"] == {"before": 0.4, "after": 0.16}
-    named_once(data, ["a", "b", "c", "u", "o"])
+    assert data["cost"] == {"before": 0.56, "after": 0.32}
+    named_once(data, ["a", "b", "c", "u", "o", "bare"])
 
 
 def test_nodeclaims_from_a_dump_drift_and_in_flight(
@@ -404,16 +425,72 @@ def test_nodeclaims_from_a_dump_drift_and_in_flight(
     named_once(data, ["big", "d", "e", "nc-f"])
 
 
+CONSOLIDATABLE = {
+    "type": "Consolidatable",
+    "status": "True",
+    "reason": "Consolidatable",
+    "lastTransitionTime": T0,
+}
+
+
+@pytest.mark.parametrize(
+    ("x_conditions", "commands", "left", "warning"),
+    [
+        # A dump: one NodeClaim carries Consolidatable, so the other's absence means "not yet"
+        # (y stays, and takes x's pod).
+        (
+            [CONSOLIDATABLE],
+            [("single-node-consolidation", "Underutilized", ["x"], [], 0.16)],
+            {
+                "y": "consolidateAfter 30s has passed since initialization but the NodeClaim "
+                "is not Consolidatable yet"
+            },
+            "",
+        ),
+        # No NodeClaim carries one (a hand-written file): computed at --now for each, and said.
+        (
+            [],
+            [("multi-node-consolidation", "Underutilized", ["x", "y"], [C2], 0.24)],
+            {},
+            COMPUTED_WARNING,
+        ),
+    ],
+)
+def test_consolidatable_is_computed_only_when_no_nodeclaim_carries_it(
+    capsys: pytest.CaptureFixture[str],
+    write: Writer,
+    kwok: str,
+    x_conditions: list[dict[str, Any]],
+    commands: list[Any],
+    left: dict[str, str],
+    warning: str,
+) -> None:
+    docs = (
+        pool(),
+        *managed("x", conditions=x_conditions),
+        bound("px", "x"),
+        *managed("y"),
+        bound("py", "y"),
+    )
+    code, out, err = run(
+        capsys, "-f", write(*docs), "--instance-types", kwok, "--now", NOW, "-o", "json"
+    )
+    assert (code, err) == (0, warning)
+    data = json.loads(out)
+    assert shapes(data) == commands
+    assert unchanged(data) == left
+
+
 def test_pdbs_computed_and_given(
     capsys: pytest.CaptureFixture[str], write: Writer, kwok: str
 ) -> None:
     docs = (
         pool(consolidate_after="0s"),
-        node("a", it=C2),
+        *managed("a", it=C2),
         bound("web-0", "a", labels={"app": "web"}),
-        node("b", it=C2),
+        *managed("b", it=C2),
         bound("api-0", "b", labels={"app": "api"}),
-        node("c", it=C2),
+        *managed("c", it=C2),
         bound("job-0", "c", labels={"app": "job"}),
         {  # pending: expected by the PDB, not healthy
             "apiVersion": "v1",
@@ -482,7 +559,7 @@ def test_invalid_pdb_rules(spec: dict[str, object], path: str, problem: str) -> 
 def test_table_without_commands(
     capsys: pytest.CaptureFixture[str], write: Writer, kwok: str
 ) -> None:
-    docs = (pool(consolidate_after="Never"), node("a"), bound("pa", "a"))
+    docs = (pool(consolidate_after="Never"), *managed("a"), bound("pa", "a"))
     code, out, err = run(capsys, "-f", write(*docs), "--instance-types", kwok, "--now", NOW)
     assert (code, err) == (0, "")
     assert out == (
@@ -587,7 +664,7 @@ NO_POOL_WARNING = (
 def _no_pool_input(write: Writer) -> str:
     """Nodes but no NodePool: a plain node with a pod and a Karpenter node whose NodePool is gone."""
     return write(
-        node("worker-1", it=C2, pool=None), node("managed", pool="gone"), bound("a", "worker-1")
+        node("worker-1", it=C2, pool=None), *managed("managed", pool="gone"), bound("a", "worker-1")
     )
 
 
@@ -627,7 +704,7 @@ def test_help_documents_the_offline_rules(capsys: pytest.CaptureFixture[str]) ->
     for phrase in (
         "--disruption",
         "--now RFC3339",
-        "karpenter.sh/nodepool label and no NodeClaim gets one",
+        "karpenter.sh/nodepool label and no NodeClaim is never disrupted",
         "Consolidatable condition gets one at --now",
         "karpenter.sh/nodepool-hash",
         "status.disruptionsAllowed",

@@ -299,3 +299,19 @@ def test_limits_only_daemonset_that_leaves_no_room_makes_the_pod_unschedulable()
     assert nc.instance_type.name == "large"
     assert nc.requests["cpu"] == 8000
     assert nc.requests["memory"] == 2**30
+
+
+def test_a_daemonset_limit_without_its_request_reserves_the_limit_per_resource():
+    """Issue 18's case: ``requests: {cpu: 1}`` and ``limits: {memory: 10000Gi}``. The memory
+    limit is its request (as the API server defaults a pod, resource by resource), so no node
+    can take the daemonset and pods that would need room beside it stay unschedulable."""
+    agent = daemonset_template(
+        daemonset_obj({"requests": {"cpu": "1"}, "limits": {"memory": "10000Gi"}})
+    )
+    assert dict(agent.requests) == {"cpu": 1000, "memory": 10000 * 2**30, "pods": 1}
+    plan = run([pod("p", "500m", None)], types=TYPES, daemonsets=[agent])
+    assert error_of(plan, "p") == (
+        'incompatible with every nodepool: nodepool "default": no instance type holds the '
+        "daemonsets alone (memory 10000Gi > largest 16Gi)"
+    )
+    assert plan.new_node_claims == ()

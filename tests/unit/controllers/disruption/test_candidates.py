@@ -71,7 +71,7 @@ LIFECYCLE = [cond(t) for t in ("Launched", "Registered", "Initialized")]
 
 
 def pod(name: str = "p", *, namespace: str = "default", **kw: Any) -> Pod:
-    fields = {k: kw.pop(k) for k in ("phase", "deletion_timestamp") if k in kw}
+    fields = {k: kw.pop(k) for k in ("phase", "deletion_timestamp", "start_time") if k in kw}
     return replace(factories.pod(name, namespace=namespace, node_name="n1", **kw), **fields)
 
 
@@ -126,7 +126,11 @@ def test_eviction_cost(annotations: dict[str, str], priority: int | None, expect
         ([mirror_pod()], 1.0, True),
         ([pod(phase="Succeeded")], 1.0, True),
         ([pod(phase="Failed")], 1.0, True),
-        ([pod(deletion_timestamp="2026-01-01T00:30:00Z")], 1.0, True),
+        ([pod(deletion_timestamp="2026-01-01T00:30:00Z")], 1.0, True),  # a ReplicaSet's
+        # A terminating StatefulSet pod is not: its replacement starts only once it is gone.
+        ([pod(owner="StatefulSet", deletion_timestamp="2026-01-01T00:30:00Z")], 2.0, False),
+        ([pod(owner="StatefulSet", phase="Succeeded")], 1.0, True),
+        ([daemon_pod(deletion_timestamp="2026-01-01T00:30:00Z")], 1.0, True),
         # Costs clamped to <= 0 still leave the node empty, and never go below the base.
         ([pod(annotations=deletion_cost(str(-(2**27))))], 1.0, True),
         ([pod(priority=-(2**26))], 1.0, True),
@@ -256,6 +260,10 @@ NO_POOL_LABEL = {k: v for k, v in labels().items() if k != LABEL_NODEPOOL}
             StateNode(node=factories.node("n1"), nodeclaim=None),
             "not managed by Karpenter (no NodeClaim)",
         ),
+        (  # a NodePool label is no NodeClaim
+            StateNode(node=factories.node("n1", labels=labels()), nodeclaim=None),
+            "node has a karpenter.sh/nodepool label but no NodeClaim (never disrupted)",
+        ),
         (
             StateNode(node=None, nodeclaim=factories.nodeclaim("n1")),
             "NodeClaim has no Node yet (still launching or registering)",
@@ -297,6 +305,10 @@ def test_queued_nodes_are_not_candidates(key: str) -> None:
 DND = {"karpenter.sh/do-not-disrupt": "true"}
 
 
+def dnd(value: str) -> dict[str, str]:
+    return {"karpenter.sh/do-not-disrupt": value}
+
+
 @pytest.mark.parametrize(
     ("pods", "pdbs", "expected"),
     [
@@ -315,6 +327,26 @@ DND = {"karpenter.sh/do-not-disrupt": "true"}
             'pod default/ds has annotation karpenter.sh/do-not-disrupt: "true"',
         ),
         ([pod("db-0", annotations={"karpenter.sh/do-not-disrupt": "false"})], [], None),
+        # A duration protects the pod while it has run less than that long (NOW is 01:00)...
+        (
+            [pod("db-0", annotations=dnd("30m"), start_time="2026-01-01T00:50:00Z")],
+            [],
+            'pod default/db-0 has annotation karpenter.sh/do-not-disrupt: "30m" '
+            "(protected until 01:20:00 UTC)",
+        ),
+        ([pod("db-0", annotations=dnd("30m"), start_time="2026-01-01T00:30:00Z")], [], None),
+        ([pod("db-0", annotations=dnd("59m59s"), start_time="2026-01-01T00:00:00Z")], [], None),
+        # ...and, failing safe, while it has not started.
+        (
+            [pod("db-0", annotations=dnd("30m"))],
+            [],
+            'pod default/db-0 has annotation karpenter.sh/do-not-disrupt: "30m" '
+            "(the pod has not started)",
+        ),
+        # Values that are neither "true" nor a positive duration protect nothing.
+        ([pod("db-0", annotations=dnd("soon"), start_time="2026-01-01T00:50:00Z")], [], None),
+        ([pod("db-0", annotations=dnd("-5m"), start_time="2026-01-01T00:50:00Z")], [], None),
+        ([pod("db-0", annotations=dnd("0"))], [], None),
         (
             [pod("web-1", namespace="shop", labels=WEB)],
             [pdb("web", 0)],
@@ -500,7 +532,7 @@ NOT_CONSOLIDATABLE = [*LIFECYCLE, cond("Consolidatable", "False")]
 @pytest.mark.parametrize(
     ("cand", "expected"),
     [
-        (candidate(), None),
+        (candidate(), "node is empty: only emptiness deletes it"),  # emptiness owns empty nodes
         (candidate(pods=[pod()]), None),
         (candidate(static_pool()), "NodePool 'default' is static (spec.replicas is set)"),
         (
@@ -536,12 +568,19 @@ NOT_CONSOLIDATABLE = [*LIFECYCLE, cond("Consolidatable", "False")]
             "NodePool 'default' has consolidationPolicy WhenEmpty and the node is not empty "
             "(2 pods to move)",
         ),
-        (candidate(nodepool(consolidationPolicy="WhenEmpty")), None),  # empty is fine
-        (candidate(nodepool(consolidationPolicy="WhenEmpty"), [daemon_pod()]), None),
+        (
+            candidate(nodepool(consolidationPolicy="WhenEmpty")),
+            "node is empty: only emptiness deletes it",
+        ),
+        (
+            candidate(nodepool(consolidationPolicy="WhenEmpty"), [daemon_pod()]),
+            "node is empty: only emptiness deletes it",
+        ),
         (candidate(nodepool(consolidationPolicy="Balanced"), [pod()]), None),
         (
             candidate(
                 nodepool(consolidateAfter="30s"),
+                [pod()],
                 conditions=NOT_CONSOLIDATABLE,
                 last_pod_event=NOW - timedelta(seconds=12),
             ),
@@ -549,18 +588,24 @@ NOT_CONSOLIDATABLE = [*LIFECYCLE, cond("Consolidatable", "False")]
             "(consolidatable at 01:00:18 UTC, in 18s)",
         ),
         (
-            candidate(nodepool(consolidateAfter="2h"), conditions=NOT_CONSOLIDATABLE),
+            candidate(nodepool(consolidateAfter="2h"), [pod()], conditions=NOT_CONSOLIDATABLE),
             "consolidateAfter 2h not yet passed since initialization "
             "(consolidatable at 02:00:00 UTC, in 3600s)",
         ),
         (
-            candidate(nodepool(consolidateAfter="30m"), conditions=NOT_CONSOLIDATABLE),
+            candidate(nodepool(consolidateAfter="30m"), [pod()], conditions=NOT_CONSOLIDATABLE),
             "consolidateAfter 30m has passed since initialization but the NodeClaim is not "
             "Consolidatable yet",
         ),
         (
-            candidate(conditions=[cond("Launched"), cond("Registered")]),
+            candidate(pods=[pod()], conditions=[cond("Launched"), cond("Registered")]),
             "NodeClaim is not Consolidatable yet",
+        ),
+        # No Consolidatable condition at all means "not yet", whatever the clock says.
+        (
+            candidate(nodepool(consolidateAfter="30m"), [pod()], conditions=LIFECYCLE),
+            "consolidateAfter 30m has passed since initialization but the NodeClaim is not "
+            "Consolidatable yet",
         ),
     ],
 )

@@ -432,3 +432,131 @@ def test_three_small_nodes_merge_although_no_two_can() -> None:
         [C4],
         round(3 * price(c2) - price(C4), 4),
     )
+
+
+# --------------------------------------------------------------------------------- emptiness owns
+# Consolidation never takes an empty node: emptiness owns them, so a budget of 0 for reason
+# Empty keeps them while underutilized consolidation still runs elsewhere.
+EMPTY_FROZEN = {
+    "consolidateAfter": "0s",
+    "budgets": [{"nodes": "0", "reasons": ["Empty"]}, {"nodes": "100%"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "commands", "unchanged"),
+    [
+        # Alone, the empty node is left to emptiness, whose budget is 0.
+        ([("a", C4, [])], [], {"a": "budget 0 for Empty"}),
+        # Beside an underused node, only that one is consolidated: deleted, its pod moving to
+        # the empty node, which consolidation may fill but never delete.
+        (
+            [("a", C4, []), ("b", C4, ["1"])],
+            [("single-node-consolidation", ["b"], [], round(price(C4), 4))],
+            {"a": "budget 0 for Empty"},
+        ),
+    ],
+)
+def test_consolidation_leaves_empty_nodes_to_emptiness(
+    nodes: Any, commands: list[Any], unchanged: dict[str, str]
+) -> None:
+    decision = next_command(facts(build(nodes, disruption=EMPTY_FROZEN)))
+    assert [shape(x) for x in decision.commands] == commands
+    assert {k: v.split(" (")[0] for k, v in decision.unchanged.items()} == unchanged
+
+
+# --------------------------------------------------------------------------------- terminating
+@pytest.mark.parametrize(
+    ("owner", "want"),
+    [
+        # A terminating ReplicaSet pod needs no room: the node is empty.
+        ("ReplicaSet", ("emptiness", ["a"], [], round(price(C4), 4))),
+        # A terminating StatefulSet pod does (its replacement starts once it is gone): the node
+        # is not empty, and consolidation finds the pod a smaller home.
+        (
+            "StatefulSet",
+            (
+                "single-node-consolidation",
+                ["a"],
+                ["c-2x-amd64-linux"],
+                round(price(C4) - price("c-2x-amd64-linux"), 4),
+            ),
+        ),
+    ],
+)
+def test_a_terminating_statefulset_pod_keeps_its_node_from_being_empty(
+    owner: str, want: Any
+) -> None:
+    c = build([("a", C4, [])])
+    terminating = pod("a-p0", node_name="a", cpu="1", memory="256Mi", owner=owner)
+    c.upsert_pod(replace(terminating, deletion_timestamp="2026-01-01T00:59:00Z"))
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd) == want
+
+
+# --------------------------------------------------------------------------------- nominated
+@pytest.mark.parametrize(
+    ("nominated_to", "want"),
+    [
+        ("", ("emptiness", ["a"], [], round(price(C4), 4))),
+        # A pending pod the kube-scheduler nominated to the node (it preempted there) keeps
+        # the node: it is no candidate while the pod waits.
+        ("a", None),
+        ("elsewhere", ("emptiness", ["a"], [], round(price(C4), 4))),
+    ],
+)
+def test_a_node_pending_pods_are_nominated_to_is_not_a_candidate(
+    nominated_to: str, want: Any
+) -> None:
+    c = build([("a", C4, [])])
+    c.upsert_pod(replace(pod("waiting", pending=True, cpu="1"), nominated_node_name=nominated_to))
+    decision = next_command(facts(c))
+    assert [shape(x) for x in decision.commands] == ([want] if want else [])
+    assert decision.unchanged == ({} if want else {"a": "node is nominated for pending pods"})
+
+
+# --------------------------------------------------------------------------------- drift, empty
+@pytest.mark.parametrize(
+    ("nodes", "want"),
+    [
+        # An empty drifted node is deleted without a replacement.
+        ([("b", C4, [])], [("drift", ["b"], [], round(price(C4), 4))]),
+        # Empty nodes first (b before a, which sorts first by name at the same drift time),
+        # then the rest, each replaced.
+        (
+            [("a", C4, ["3"]), ("b", C4, [])],
+            [("drift", ["b"], [], round(price(C4), 4)), ("drift", ["a"], [C4], 0.0)],
+        ),
+    ],
+)
+def test_drift_deletes_empty_nodes_first_without_replacements(nodes: Any, want: Any) -> None:
+    # consolidateAfter Never: emptiness is off, so drift alone acts.
+    off = {"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}
+    c = build(nodes, conditions=drifted(), disruption=off)
+    assert [shape(x) for x in evaluate(facts(c)).commands] == want
+
+
+@pytest.mark.parametrize(
+    ("value", "recheck"),
+    [
+        ("30m", NOW + timedelta(minutes=20)),  # started 00:50: protected until 01:20
+        ("5m", None),  # ran out at 00:55
+        ("true", None),  # no end
+        ("soon", None),  # ignored
+    ],
+)
+def test_a_do_not_disrupt_duration_names_when_to_look_again(
+    value: str, recheck: datetime | None
+) -> None:
+    c = build([("a", C1, [])])
+    protected = pod(
+        "a-p0",
+        node_name="a",
+        cpu="500m",
+        memory="256Mi",
+        annotations={"karpenter.sh/do-not-disrupt": value},
+    )
+    c.upsert_pod(replace(protected, start_time="2026-01-01T00:50:00Z"))
+    decision = next_command(facts(c))
+    assert decision.commands == ()
+    assert decision.recheck_at == recheck

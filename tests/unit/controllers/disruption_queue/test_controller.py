@@ -351,3 +351,30 @@ def test_timeout_events_are_deduplicated_per_pool_and_method(
     events.timed_out(recorder, TIMEOUTS[0], pools)
     events.timed_out(recorder, second, pools)
     assert (recorder.suppressed, recorder.pending) == (2 - published, published)
+
+
+async def test_an_ignored_do_not_disrupt_value_is_published_on_its_pod() -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    values = {"ok": "true", "later": "30m", "soon": "soon", "negative": "-5m", "none": None}
+    for name, value in values.items():
+        annotations = {"karpenter.sh/do-not-disrupt": value} if value is not None else None
+        w.cluster.upsert_pod(factories.pod(name, node_name="n1", annotations=annotations))
+    d = controller(w, FakeDecide(Decision()))
+    await d.reconcile()
+    assert sorted(e for e in w.recorder.recorded if e[0] == "Pod") == [
+        (
+            "Pod",
+            "negative",
+            "InvalidDoNotDisruptAnnotation",
+            "Invalid karpenter.sh/do-not-disrupt annotation value '-5m', ignoring annotation. "
+            "Use 'true' or a duration like '5m', '1h'",
+        ),
+        (
+            "Pod",
+            "soon",
+            "InvalidDoNotDisruptAnnotation",
+            "Invalid karpenter.sh/do-not-disrupt annotation value 'soon', ignoring annotation. "
+            "Use 'true' or a duration like '5m', '1h'",
+        ),
+    ]

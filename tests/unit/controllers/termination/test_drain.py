@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from karpenter_py.controllers.termination.drain import (
-    do_not_disrupt_active,
     forced_grace_seconds,
     group_by_priority,
     is_evictable,
@@ -18,6 +17,7 @@ from karpenter_py.controllers.termination.drain import (
 )
 from karpenter_py.controllers.termination.node import cordon_patch
 from karpenter_py.model.core import Pod, pod_from_dict
+from karpenter_py.model.donotdisrupt import do_not_disrupt_active
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -56,7 +56,9 @@ def mk(
         spec["priorityClassName"] = "system-node-critical"
     if tolerate:
         spec["tolerations"] = [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]
-    return pod_from_dict({"metadata": meta, "spec": spec, "status": {"phase": phase}})
+    # Started as soon as it was created: do-not-disrupt durations count from the start.
+    status = {"phase": phase, "startTime": ts(created)}
+    return pod_from_dict({"metadata": meta, "spec": spec, "status": status})
 
 
 def names(pods: list[Pod]) -> list[str]:
