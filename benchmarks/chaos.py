@@ -20,6 +20,18 @@ Scenarios:
 * ``api-faults``: for 10 s from a seeded moment of the scale-up, a quarter of the controller's
   API requests answer 429, 500 or 503 or lose their connection (benchmarks/faultproxy.py); no
   ERROR traceback may be logged for them (issue 17, fault 2).
+* ``aws-faults`` (AWS world): for 15 s from a seeded moment of the scale-up, 30 % of the
+  controller's AWS calls are throttled (``RequestLimitExceeded``) or answer 500/503, and a
+  CreateFleet, CreateTags or TerminateInstances may take effect with its answer lost; the
+  controller's EC2 calls per minute meanwhile stay under ``EC2_CALLS_PER_MINUTE``.
+* ``aws-outage`` (AWS world): for 20 s from a seeded moment of the scale-up, every AWS call's
+  connection is reset.
+
+An AWS-world scenario (``Scenario.world == "aws"``) runs the AWS provider against moto's server
+in this process (benchmarks/awsworld.py: the tagged VPC, the EC2NodeClass, the fake kubelet that
+turns moto's instances into Nodes); the controller reaches moto through the AWS fault proxy when
+the scenario has an ``aws_policy``, and the invariants' instances are moto's pending and running
+instances of the cluster, each named for the NodeClaim of its ``karpenter.sh/nodeclaim`` tag.
 
 The JSON: ``{"runs", "violations", "scenarios": [{"name", "runs", "faults", "violations",
 "converge_p50_s", "converge_p95_s"}], "results": [one entry per run]}``; a table is printed.
@@ -50,22 +62,34 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 if __package__ in (None, ""):  # run as a script: the repo root holds benchmarks/ and tests/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.awsworld import EC2NODECLASSES, AwsWorld, aws_world
 from benchmarks.e2e import (
     KWOKNODECLASS,
     LocalCluster,
     controller_env,
     deployment,
     install_crds,
+    nodepool,
     start_controller,
     stop_controller,
+    wait_nodeclass_ready,
 )
-from benchmarks.faultproxy import FaultProxy, Flaky, Policy, SlowRegistration
-from benchmarks.invariants import Instance, Observed, Violation, check
+from benchmarks.faultproxy import (
+    AwsFaultProxy,
+    AwsFlaky,
+    AwsPolicy,
+    FaultProxy,
+    Flaky,
+    Outage,
+    Policy,
+    SlowRegistration,
+)
+from benchmarks.invariants import Instance, Observed, Violation, call_rate, check
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, PatchType
 from karpenter_py.kube.client import KubeClient
@@ -73,7 +97,8 @@ from karpenter_py.kube.config import load_config
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
-from karpenter_py.model.labels import LABEL_NODEPOOL
+from karpenter_py.model.labels import LABEL_NODEPOOL, TAG_NODECLAIM
+from tests.cluster.awskubelet import running_kubelet
 from tests.cluster.harness import is_true
 
 write_kubeconfig: Any = importlib.import_module("cluster").write_kubeconfig  # hack/, via e2e
@@ -85,22 +110,23 @@ SETTLE = 3.0  # seconds the converged state must hold (a late extra NodeClaim sh
 POLL = 0.5
 TEARDOWN = 60.0
 
+World = Literal["kwok", "aws"]
 
-def chaos_nodepool() -> dict[str, Any]:
-    """Small kwok types (under 5 vCPU, so a run buys several nodes), consolidation off: a node
-    left empty was bought for nobody, not on its way out."""
-    reqs = [
-        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-        {"key": "karpenter.kwok.sh/instance-cpu", "operator": "Lt", "values": ["5"]},
-    ]
-    ref = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
+
+def chaos_nodepool(world: World = "kwok") -> dict[str, Any]:
+    """benchmarks/e2e.py's pool for the world's provider with small types (under 5 vCPU, so a
+    run buys several nodes) and consolidation off: a node left empty was bought for nobody, not
+    on its way out."""
+    template = nodepool(world)["spec"]["template"]
+    for req in template["spec"]["requirements"]:
+        if req["key"].endswith("/instance-cpu"):
+            req["values"] = ["5"]
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": POOL},
         "spec": {
-            "template": {"spec": {"nodeClassRef": ref, "requirements": reqs}},
+            "template": template,
             "disruption": {"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]},
         },
     }
@@ -194,12 +220,17 @@ def _status(url: str) -> int:
 @dataclass
 class Run:
     """What a scenario's fault may use: the client, the controller, the seeded generator, and
-    the fault proxy the controller talks through (None: straight to the apiserver)."""
+    the fault proxy the controller talks through (None: straight to the apiserver); in the AWS
+    world, moto's world and the AWS fault proxy. A scenario may add the violations only it can
+    see (the run reports them with the invariants')."""
 
     client: KubeClient
     controller: Controller
     rng: random.Random
     proxy: FaultProxy | None = None
+    aws: AwsWorld | None = None
+    aws_proxy: AwsFaultProxy | None = None
+    violations: list[Violation] = field(default_factory=list)
 
 
 Inject = Callable[[Run], Awaitable[int]]  # injects the fault; returns how many were injected
@@ -237,6 +268,44 @@ async def held_registrations(run: Run) -> int:
     return run.proxy.faults
 
 
+# ----------------------------------------------------------------------------- AWS scenarios
+async def aws_faults(run: Run) -> int:
+    """From a seeded moment of the scale-up, ``AWS_FAULT_SECONDS`` of failing AWS calls; the
+    controller's EC2 call rate over them is checked against ``EC2_CALLS_PER_MINUTE``."""
+    assert run.aws_proxy is not None
+    assert isinstance(run.aws_proxy.policy, AwsFlaky)
+    begin, end = await aws_window(run, run.aws_proxy.policy, AWS_FAULT_SECONDS)
+    ec2 = sum(1 for t, call in run.aws_proxy.calls if begin <= t < end and call.service == "ec2")
+    rate = ec2 * 60.0 / (end - begin)
+    print(f"[chaos] aws-faults: {ec2} EC2 calls in the window, {rate:.0f}/min", file=sys.stderr)
+    run.violations += call_rate("ec2", ec2, end - begin, EC2_CALLS_PER_MINUTE)
+    return run.aws_proxy.faults
+
+
+async def aws_outage(run: Run) -> int:
+    assert run.aws_proxy is not None
+    assert isinstance(run.aws_proxy.policy, Outage)
+    await aws_window(run, run.aws_proxy.policy, AWS_OUTAGE_SECONDS)
+    return run.aws_proxy.faults
+
+
+async def aws_window(run: Run, policy: AwsFlaky | Outage, seconds: float) -> tuple[float, float]:
+    """Turn ``policy`` on for ``seconds`` from a seeded moment of the scale-up; (begin, end)."""
+    await asyncio.sleep(run.rng.uniform(0.0, 3.0))
+    begin = time.monotonic()
+    policy.active = True
+    await asyncio.sleep(seconds)
+    policy.active = False
+    return begin, time.monotonic()
+
+
+def cloud_instance(raw: Mapping[str, Any]) -> Instance:
+    """A moto instance as the invariants see it: its provider ID and its NodeClaim tag."""
+    zone = raw["Placement"]["AvailabilityZone"]
+    tags = {t["Key"]: t["Value"] for t in raw.get("Tags") or []}
+    return Instance(f"aws:///{zone}/{raw['InstanceId']}", tags.get(TAG_NODECLAIM, ""))
+
+
 async def first_created(client: KubeClient, resource: Resource) -> None:
     """Return as soon as one object of ``resource`` exists."""
     listed = await client.list(resource)
@@ -255,11 +324,18 @@ class Scenario:
     env: Mapping[str, str] = field(default_factory=dict)
     # The fault proxy's policy for the run's generator; None: no proxy.
     policy: Callable[[random.Random], Policy] | None = None
+    world: World = "kwok"
+    # The AWS fault proxy's policy (AWS world only); None: the controller talks to moto.
+    aws_policy: Callable[[random.Random], AwsPolicy] | None = None
 
 
 API_FAULT_SECONDS = 10.0
 API_FAULT_RATE = 0.25
 REGISTRATION_DELAY = 3.0  # longer than the batch idle window (1 s): a round sees bare Nodes
+AWS_FAULT_SECONDS = 15.0
+AWS_FAULT_RATE = 0.3
+AWS_OUTAGE_SECONDS = 20.0
+EC2_CALLS_PER_MINUTE = 600.0  # measured without faults: see the module's docstring
 
 SCENARIOS: Mapping[str, Scenario] = {
     s.name: s
@@ -273,6 +349,13 @@ SCENARIOS: Mapping[str, Scenario] = {
             lambda _: SlowRegistration(REGISTRATION_DELAY),
         ),
         Scenario("api-faults", api_faults, policy=lambda rng: Flaky(rng, API_FAULT_RATE)),
+        Scenario(
+            "aws-faults",
+            aws_faults,
+            world="aws",
+            aws_policy=lambda rng: AwsFlaky(rng, AWS_FAULT_RATE),
+        ),
+        Scenario("aws-outage", aws_outage, world="aws", aws_policy=lambda _: Outage()),
     )
 }
 
@@ -283,11 +366,15 @@ class Listed:
     nodeclaims: list[KubeObject]
     nodes: list[KubeObject]
     pods: list[KubeObject]
+    cloud: list[Instance] | None = None  # the AWS world's instances (moto's answer)
 
     def instances(self) -> list[Instance]:
-        """The kwok provider's instances: its Nodes (labelled ``kwok.x-k8s.io/node=fake``), each
-        named for its NodeClaim. Bare Nodes too, which the provider's own ``list`` (it selects
-        ``karpenter.sh/nodepool``) does not see until they register."""
+        """The AWS world's instances; else the kwok provider's: its Nodes (labelled
+        ``kwok.x-k8s.io/node=fake``), each named for its NodeClaim. Bare Nodes too, which the
+        provider's own ``list`` (it selects ``karpenter.sh/nodepool``) does not see until they
+        register."""
+        if self.cloud is not None:
+            return self.cloud
         return [
             Instance(str(n["spec"].get("providerID", "")), str(n["metadata"]["name"]))
             for n in self.nodes
@@ -295,11 +382,15 @@ class Listed:
         ]
 
 
-async def listed(client: KubeClient) -> Listed:
+async def listed(client: KubeClient, aws: AwsWorld | None = None) -> Listed:
+    cloud = None
+    if aws is not None:
+        cloud = [cloud_instance(i) for i in await aws.instances("pending", "running")]
     return Listed(
         list((await client.list(NODECLAIMS)).items),
         list((await client.list(NODES)).items),
         list((await client.list(PODS, namespace=NAMESPACE, label_selector=f"app={APP}")).items),
+        cloud,
     )
 
 
@@ -326,14 +417,14 @@ def _claim_names(seen: Listed) -> frozenset[str]:
 
 
 async def wait_converged(
-    client: KubeClient, replicas: int, start: float, deadline: float
+    client: KubeClient, replicas: int, start: float, deadline: float, aws: AwsWorld | None = None
 ) -> tuple[float | None, Listed]:
     """(seconds from ``start`` to the first moment of a converged state that then held for
     ``SETTLE`` s with the same NodeClaims, or None at ``deadline``; the last listing)."""
     since: tuple[float, frozenset[str]] | None = None
     while True:
         now = time.monotonic()
-        seen = await listed(client)
+        seen = await listed(client, aws)
         if not converged(seen, replicas):
             since = None
         elif since is None or since[1] != _claim_names(seen):
@@ -345,10 +436,10 @@ async def wait_converged(
         await asyncio.sleep(POLL)
 
 
-async def clean(client: KubeClient) -> list[str]:
-    """No workload, no NodeClaim, no kwok Node. The controller (running) deletes the NodeClaims
+async def clean(client: KubeClient, aws: AwsWorld | None = None) -> list[str]:
+    """No workload, no NodeClaim, no instance. The controller (running) deletes the NodeClaims
     and their instances; what is still there after ``TEARDOWN`` s has its finalizers removed
-    and is named in the answer."""
+    (a kwok Node deleted, a moto instance terminated) and is named in the answer."""
     with contextlib.suppress(NotFoundError):
         await client.delete(DEPLOYMENTS, APP, namespace=NAMESPACE)
     for claim in (await client.list(NODECLAIMS)).items:
@@ -356,7 +447,7 @@ async def clean(client: KubeClient) -> list[str]:
             await client.delete(NODECLAIMS, claim["metadata"]["name"])
     start = time.monotonic()
     while True:
-        seen = await listed(client)
+        seen = await listed(client, aws)
         if not seen.nodeclaims and not seen.instances() and not seen.pods:
             return []
         if time.monotonic() - start > TEARDOWN:
@@ -371,6 +462,12 @@ async def clean(client: KubeClient) -> list[str]:
                 {"metadata": {"finalizers": None}},
                 patch_type=PatchType.MERGE,
             )
+    if aws is not None:
+        ids = [pid.rsplit("/", 1)[-1] for pid, _ in seen.instances()]
+        left += [f"instance {i}" for i in ids]
+        if ids:
+            await aws.clients.ec2.terminate_instances(InstanceIds=ids)
+        return left
     for _, name in seen.instances():
         left.append(f"Node {name}")
         with contextlib.suppress(NotFoundError):
@@ -385,9 +482,21 @@ async def one_run(
     seed: int,
     deadline: float,
     run_dir: Path,
+    world: AwsWorld | None = None,
 ) -> dict[str, Any]:
     rng = random.Random(f"{scenario.name}/{seed}")
     load = Workload.drawn(rng)
+    aws = world if scenario.world == "aws" else None
+    if scenario.world == "aws" and aws is None:
+        raise ValueError(f"{scenario.name} needs the AWS world")
+    env = dict(scenario.env)
+    aws_proxy = None
+    if aws is not None:
+        env = {**aws.controller_env(), **env}
+        if scenario.aws_policy is not None:
+            aws_proxy = AwsFaultProxy(aws.endpoint, scenario.aws_policy(rng))
+            await aws_proxy.start()
+            env["AWS_ENDPOINT_URL"] = aws_proxy.url
     proxy = None
     if scenario.policy is not None:
         proxy = FaultProxy(cluster.server, cluster.ssl_context(), scenario.policy(rng))
@@ -398,7 +507,9 @@ async def one_run(
         )
     else:
         kubeconfig = cluster.kubeconfig_path
-    controller = Controller(controller_env(kubeconfig, dict(scenario.env)), run_dir)
+    controller = Controller(controller_env(kubeconfig, env), run_dir)
+    run = Run(client, controller, rng, proxy, aws, aws_proxy)
+    stack = contextlib.AsyncExitStack()
     violations: list[Violation] = []
     faults = 0
     took: float | None = None
@@ -407,14 +518,21 @@ async def one_run(
     try:
         await controller.start()
         await controller.ready()
+        if aws is not None:
+            await wait_nodeclass_ready(client)
+            if not aws.types:
+                await aws.load_types(client)
+            await stack.enter_async_context(running_kubelet(aws.kubelet(client)))
         # A run starts from a clean cluster: whatever a failed run before it left is gone.
         violations += [
-            Violation("dirty-start", what, "left by a run before") for what in await clean(client)
+            Violation("dirty-start", what, "left by a run before")
+            for what in await clean(client, aws)
         ]
         start = time.monotonic()
         await client.create(DEPLOYMENTS, load.body(), namespace=NAMESPACE)
-        faults = await scenario.inject(Run(client, controller, rng, proxy))
-        took, seen = await wait_converged(client, load.replicas, start, deadline)
+        faults = await scenario.inject(run)
+        violations += run.violations
+        took, seen = await wait_converged(client, load.replicas, start, deadline, aws)
         if took is None:
             violations.append(Violation("not-converged", scenario.name, f"after {deadline} s"))
         observed = Observed(
@@ -422,14 +540,16 @@ async def one_run(
         )
         grace = timedelta(seconds=deadline)
         violations += check(observed, datetime.now(UTC), finalizer_grace=grace)
-        left = await clean(client)
+        left = await clean(client, aws)
         violations += [Violation("teardown-stuck", what, f"after {TEARDOWN} s") for what in left]
     except Exception as e:  # a broken run is one result, not the end of the matrix
         violations.append(Violation("run-error", scenario.name, repr(e)))
     finally:
+        await stack.aclose()
         controller.stop()
-        if proxy is not None:
-            await proxy.stop()
+        for each in (proxy, aws_proxy):
+            if each is not None:
+                await each.stop()
     violations += controller.crashes()
     for v in violations:
         print(f"[chaos] {scenario.name} seed {seed}: {v}", file=sys.stderr, flush=True)
@@ -507,21 +627,44 @@ def table(summary: Mapping[str, Any]) -> str:
     )
 
 
+async def pool_for(client: KubeClient, world: World) -> None:
+    """The run's NodePool for ``world`` (its class reference is immutable: a new pool). No
+    controller holds it: the pool has no finalizer, and the runs leave no NodeClaim."""
+    with contextlib.suppress(NotFoundError):
+        await client.delete(NODEPOOLS, POOL)
+    while True:
+        try:
+            await client.get(NODEPOOLS, POOL)
+        except NotFoundError:
+            break
+        await asyncio.sleep(POLL)
+    await client.create(NODEPOOLS, chaos_nodepool(world))
+
+
 async def matrix(names: Sequence[str], seeds: int, deadline: float, keep: bool) -> dict[str, Any]:
     state = Path(tempfile.mkdtemp(prefix="karpy-chaos-"))
     cluster = LocalCluster(state_dir=state)
     cluster.start()
     results = []
     try:
-        async with KubeClient(load_config(str(cluster.kubeconfig_path)), qps=500, burst=1000) as c:
+        async with (
+            KubeClient(load_config(str(cluster.kubeconfig_path)), qps=500, burst=1000) as c,
+            contextlib.AsyncExitStack() as stack,
+        ):
             await install_crds(c)
+            world = None
+            if any(SCENARIOS[name].world == "aws" for name in names):
+                world = await stack.enter_async_context(aws_world())
+                await c.create(EC2NODECLASSES, world.nodeclass())
             await c.create(KWOKNODECLASSES, KWOKNODECLASS)
-            await c.create(NODEPOOLS, chaos_nodepool())
             for name in names:
+                await pool_for(c, SCENARIOS[name].world)
                 for seed in range(seeds):
                     run_dir = state / f"{name}-{seed}"
                     run_dir.mkdir()
-                    result = await one_run(c, cluster, SCENARIOS[name], seed, deadline, run_dir)
+                    result = await one_run(
+                        c, cluster, SCENARIOS[name], seed, deadline, run_dir, world
+                    )
                     print(f"[chaos] {json.dumps(result)}", file=sys.stderr, flush=True)
                     results.append(result)
     finally:

@@ -1,4 +1,4 @@
-"""An HTTP proxy between the controller and the apiserver that injects faults (issue 17).
+"""HTTP proxies between the controller and the apiserver, or AWS, that inject faults (issue 17).
 
 The controller talks plain HTTP to the proxy (its kubeconfig names ``http://127.0.0.1:<port>``
 and the same bearer token); the proxy forwards every request over TLS to the apiserver and
@@ -7,10 +7,18 @@ streams the answer back unchanged (watches included, compressed bodies left comp
 
 * ``status``: answer 429 (with ``Retry-After``) or a 5xx itself, as a Kubernetes Status;
 * ``reset``: abort the client's connection without an answer;
-* ``delay``: forward after a pause (a slow apiserver, or one slow kind of write).
+* ``delay``: forward after a pause (a slow apiserver, or one slow kind of write);
+* ``lost``: forward, then abort the client's connection: the call took effect, its answer is lost.
 
 :class:`Flaky` and :class:`SlowRegistration` are the policies the chaos scenarios use; both are
 pure (seeded), so their choices are unit-tested.
+
+:class:`AwsFaultProxy` does the same in front of an AWS endpoint (moto's server, plain HTTP): its
+:data:`AwsPolicy` sees each call as an :class:`AwsCall` (the service from the request's signing
+scope, the action from the form body or ``X-Amz-Target``), refusals are AWS error bodies (EC2's
+XML for query calls, a JSON ``__type`` for JSON calls), and it records every call it saw with its
+time, so a scenario can count the controller's calls per minute. :class:`AwsFlaky` and
+:class:`Outage` are its policies.
 """
 
 from __future__ import annotations
@@ -21,9 +29,11 @@ import json
 import random
 import socket
 import ssl
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import parse_qs
 
 import aiohttp
 from aiohttp import web
@@ -36,9 +46,10 @@ REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailabl
 
 @dataclass(frozen=True)
 class Fault:
-    kind: Literal["status", "reset", "delay"]
+    kind: Literal["status", "reset", "delay", "lost"]
     status: int = 0
     seconds: float = 0.0
+    code: str = ""  # an AWS refusal's error code
 
 
 Policy = Callable[[str, str, bytes], Fault | None]  # (method, path with query, body)
@@ -91,13 +102,13 @@ def status_body(code: int) -> bytes:
     ).encode()
 
 
-class FaultProxy:
-    """The proxy on a free loopback port; :attr:`faults` counts the faults injected."""
+class _Proxy:
+    """Forwards every request to ``upstream`` and streams the answer back, unless
+    :meth:`choose` picks a fault for it; :attr:`faults` counts the faults injected."""
 
-    def __init__(self, upstream: str, ssl_context: ssl.SSLContext, policy: Policy) -> None:
+    def __init__(self, upstream: str, ssl_context: ssl.SSLContext | None) -> None:
         self.upstream = upstream.rstrip("/")
         self.ssl_context = ssl_context
-        self.policy = policy
         self.faults = 0
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -105,13 +116,20 @@ class FaultProxy:
         self._handlers: set[asyncio.Task[object]] = set()
         self._site: web.SockSite | None = None
 
+    def choose(self, request: web.Request, body: bytes) -> Fault | None:
+        raise NotImplementedError
+
+    def refusal(self, request: web.Request, fault: Fault) -> web.Response:
+        """The answer for a ``status`` fault."""
+        raise NotImplementedError
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self.ssl_context, limit=0),
+            connector=aiohttp.TCPConnector(ssl=self.ssl_context or False, limit=0),
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None),
         )
@@ -149,35 +167,46 @@ class FaultProxy:
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        fault = self.policy(request.method, request.raw_path, body)
+        fault = self.choose(request, body)
         if fault is not None:
             self.faults += 1
             if fault.kind == "reset":
                 return _hang_up(request)
             if fault.kind == "status":
-                headers = {"Retry-After": "1"} if fault.status == 429 else {}
-                return web.Response(
-                    status=fault.status,
-                    body=status_body(fault.status),
-                    content_type="application/json",
-                    headers=headers,
-                )
+                return self.refusal(request, fault)
+            if fault.kind == "lost":
+                return await self._lose(request, body)
             await asyncio.sleep(fault.seconds)
         return await self._forward(request, body)
+
+    async def _lose(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        """Forward the request and read the whole answer, then hang up without it."""
+        assert self._session is not None
+        with contextlib.suppress(aiohttp.ClientError):
+            async with self._session.request(
+                request.method,
+                self.upstream + request.raw_path,
+                headers=_forwarded(request.headers),
+                data=body or None,
+            ) as upstream:
+                await upstream.read()
+        return _hang_up(request)
 
     async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
         try:
             return await self._relay(request, body)
         except aiohttp.ClientError:
-            # The apiserver hung up (a keep-alive connection it closed, a restart): the
+            # The upstream hung up (a keep-alive connection it closed, a restart): the
             # controller loses its connection as it would without the proxy, no invented 500.
             return _hang_up(request)
 
     async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
         assert self._session is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         async with self._session.request(
-            request.method, self.upstream + request.raw_path, headers=headers, data=body or None
+            request.method,
+            self.upstream + request.raw_path,
+            headers=_forwarded(request.headers),
+            data=body or None,
         ) as upstream:
             answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for key, value in upstream.headers.items():
@@ -190,6 +219,128 @@ class FaultProxy:
                     await answer.write(chunk)
                 await answer.write_eof()
             return answer
+
+
+class FaultProxy(_Proxy):
+    """The proxy in front of the apiserver (over TLS); ``policy`` picks the faults."""
+
+    def __init__(self, upstream: str, ssl_context: ssl.SSLContext, policy: Policy) -> None:
+        super().__init__(upstream, ssl_context)
+        self.policy = policy
+
+    def choose(self, request: web.Request, body: bytes) -> Fault | None:
+        return self.policy(request.method, request.raw_path, body)
+
+    def refusal(self, request: web.Request, fault: Fault) -> web.Response:
+        headers = {"Retry-After": "1"} if fault.status == 429 else {}
+        return web.Response(
+            status=fault.status,
+            body=status_body(fault.status),
+            content_type="application/json",
+            headers=headers,
+        )
+
+
+# ----------------------------------------------------------------------------- AWS
+@dataclass(frozen=True)
+class AwsCall:
+    service: str  # the signing scope's service: "ec2", "iam", "sqs", ...
+    action: str  # "CreateFleet", "ReceiveMessage", ...
+
+
+AwsPolicy = Callable[[AwsCall], Fault | None]
+
+# The calls whose answer may be lost after they took effect (the ones a retry could repeat).
+LOSABLE = frozenset({"CreateFleet", "CreateTags", "TerminateInstances"})
+THROTTLED = Fault("status", status=503, code="RequestLimitExceeded")
+FAILED: tuple[Fault, ...] = (
+    Fault("status", status=500, code="InternalError"),
+    Fault("status", status=503, code="Unavailable"),
+)
+
+
+def aws_call(headers: Mapping[str, str], query: str, body: bytes) -> AwsCall:
+    """The call a signed AWS request makes: the service named in its SigV4 credential scope
+    (``Credential=<key>/<date>/<region>/<service>/aws4_request``), the action from
+    ``X-Amz-Target`` (JSON protocols) or the ``Action`` of the form body or query string."""
+    service = ""
+    for part in headers.get("Authorization", "").replace(",", " ").split():
+        if part.startswith("Credential="):
+            scope = part.removeprefix("Credential=").split("/")
+            service = scope[3] if len(scope) > 3 else ""
+    target = headers.get("X-Amz-Target", "")
+    if target:
+        return AwsCall(service, target.rsplit(".", 1)[-1])
+    form = parse_qs(body.decode(errors="replace")) or parse_qs(query)
+    return AwsCall(service, (form.get("Action") or [""])[0])
+
+
+def aws_error_body(code: str, json_protocol: bool) -> bytes:
+    """An AWS error answer's body: a JSON ``__type`` or EC2's XML (which botocore's query
+    parsers for IAM and the others read too)."""
+    message = f"fault injected by the chaos proxy: {code}"
+    if json_protocol:
+        return json.dumps({"__type": code, "message": message}).encode()
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+        "</Errors><RequestID>00000000-0000-0000-0000-000000000000</RequestID></Response>"
+    ).encode()
+
+
+@dataclass
+class AwsFlaky:
+    """While :attr:`active`, each call fails with probability ``rate``: throttled
+    (``RequestLimitExceeded``), a 500 or a 503, or, for a :data:`LOSABLE` call, its answer lost."""
+
+    rng: random.Random
+    rate: float
+    active: bool = False
+
+    def __call__(self, call: AwsCall) -> Fault | None:
+        if not self.active or self.rng.random() >= self.rate:
+            return None
+        choices: tuple[Fault, ...] = (THROTTLED, *FAILED)
+        if call.action in LOSABLE:
+            choices += (Fault("lost"),)
+        return self.rng.choice(choices)
+
+
+@dataclass
+class Outage:
+    """While :attr:`active`, every call's connection is reset: the endpoint is unreachable."""
+
+    active: bool = False
+
+    def __call__(self, call: AwsCall) -> Fault | None:
+        return Fault("reset") if self.active else None
+
+
+class AwsFaultProxy(_Proxy):
+    """The proxy in front of an AWS endpoint over plain HTTP; :attr:`calls` holds each call
+    with the monotonic time it arrived."""
+
+    def __init__(self, upstream: str, policy: AwsPolicy) -> None:
+        super().__init__(upstream, None)
+        self.policy = policy
+        self.calls: list[tuple[float, AwsCall]] = []
+
+    def choose(self, request: web.Request, body: bytes) -> Fault | None:
+        call = aws_call(request.headers, request.query_string, body)
+        self.calls.append((time.monotonic(), call))
+        return self.policy(call)
+
+    def refusal(self, request: web.Request, fault: Fault) -> web.Response:
+        json_protocol = "X-Amz-Target" in request.headers
+        return web.Response(
+            status=fault.status,
+            body=aws_error_body(fault.code, json_protocol),
+            content_type="application/x-amz-json-1.0" if json_protocol else "text/xml",
+        )
+
+
+def _forwarded(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
 
 
 def _hang_up(request: web.Request) -> web.Response:

@@ -193,6 +193,16 @@ def error_tracebacks(log_lines: Iterable[str]) -> list[Violation]:
     ]
 
 
+def call_rate(service: str, calls: int, seconds: float, bound: float) -> list[Violation]:
+    """The controller made at most ``bound`` calls per minute to ``service`` over ``seconds``
+    (a fault answered by retrying at once, without backing off, multiplies its calls)."""
+    per_minute = calls * 60.0 / seconds if seconds > 0 else 0.0
+    if per_minute <= bound:
+        return []
+    detail = f"{per_minute:.0f} calls/min over {seconds:.1f} s (bound {bound:.0f})"
+    return [Violation("call-rate", service, detail)]
+
+
 @dataclass(frozen=True)
 class Observed:
     """One converged run, as listed: the cluster's objects, the cloud's instances and the
