@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos import Listed, Workload, converged, percentile, summarize, table
+from benchmarks.chaos import (
+    Listed,
+    Workload,
+    chaos_nodepool,
+    cloud_instance,
+    converged,
+    percentile,
+    summarize,
+    table,
+)
 from benchmarks.invariants import Instance
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.model.labels import LABEL_NODEPOOL
@@ -156,3 +165,42 @@ def test_the_instances_are_the_kwok_nodes_bare_ones_too() -> None:
         Instance("kwok://a", "a"),
         Instance("kwok://bare", "bare"),
     ]
+
+
+def test_the_aws_world_s_instances_are_moto_s_with_their_nodeclaim_tag() -> None:
+    nodes = [factories.node_dict("a", labels={KWOK_NODE_LABEL: "fake"})]
+    cloud = [
+        cloud_instance(
+            factories.ec2_instance_dict("i-1", "us-west-2b", {"karpenter.sh/nodeclaim": "c-1"})
+        ),
+        cloud_instance(factories.ec2_instance_dict("i-2", tags={"Name": "x"})),
+    ]
+    assert Listed([], nodes, [], cloud).instances() == [
+        Instance("aws:///us-west-2b/i-1", "c-1"),
+        Instance("aws:///us-west-2a/i-2", ""),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("world", "group", "kind", "cpu_key"),
+    [
+        ("kwok", "karpenter.kwok.sh", "KWOKNodeClass", "karpenter.kwok.sh/instance-cpu"),
+        ("aws", "karpenter.k8s.aws", "EC2NodeClass", "karpenter.k8s.aws/instance-cpu"),
+    ],
+)
+def test_the_chaos_pool_is_e2e_s_pool_of_the_world_with_small_types_and_no_consolidation(
+    world: Any, group: str, kind: str, cpu_key: str
+) -> None:
+    pool = chaos_nodepool(world)
+    template = pool["spec"]["template"]["spec"]
+    assert pool["metadata"] == {"name": "chaos"}
+    assert template["nodeClassRef"] == {"group": group, "kind": kind, "name": "default"}
+    assert template["requirements"] == [
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": cpu_key, "operator": "Lt", "values": ["5"]},
+    ]
+    assert pool["spec"]["disruption"] == {
+        "consolidateAfter": "Never",
+        "budgets": [{"nodes": "100%"}],
+    }

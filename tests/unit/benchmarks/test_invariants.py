@@ -14,6 +14,7 @@ from benchmarks.invariants import (
     Instance,
     Observed,
     Violation,
+    call_rate,
     check,
     disrupted_taints,
     duplicate_capacity,
@@ -255,3 +256,16 @@ def test_check_runs_every_invariant(consolidation: bool, expected: Any) -> None:
     assert check(seen, NOW, finalizer_grace=timedelta(minutes=1), consolidation=consolidation) == (
         expected
     )
+
+
+@pytest.mark.parametrize(
+    ("calls", "seconds", "expected"),
+    [
+        (100, 15.0, []),  # 400/min
+        (150, 15.0, []),  # 600/min: at the bound
+        (151, 15.0, [Violation("call-rate", "ec2", "604 calls/min over 15.0 s (bound 600)")]),
+        (0, 0.0, []),
+    ],
+)
+def test_call_rate(calls: int, seconds: float, expected: Any) -> None:
+    assert call_rate("ec2", calls, seconds, 600.0) == expected
