@@ -24,6 +24,10 @@ Scenarios:
   controller's AWS calls are throttled (``RequestLimitExceeded``) or answer 500/503, and a
   CreateFleet, CreateTags or TerminateInstances may take effect with its answer lost; the
   controller's EC2 calls per minute meanwhile stay under ``EC2_CALLS_PER_MINUTE``.
+* ``aws-ice`` (AWS world): a seeded half of the cheapest on-demand offerings of the pool's
+  types has no capacity for the whole run (moto's CreateFleet answers
+  ``InsufficientInstanceCapacity`` for them, tests/aws/fleetfaults.py), and every offering has
+  none for a seeded 3-6 s window of the scale-up; the pods land on other offerings.
 * ``aws-outage`` (AWS world): for 20 s from a seeded moment of the scale-up, every AWS call's
   connection is reset.
 
@@ -58,7 +62,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -97,7 +101,10 @@ from karpenter_py.kube.config import load_config
 from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
-from karpenter_py.model.labels import LABEL_NODEPOOL, TAG_NODECLAIM
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import AWS_LABEL_INSTANCE_CPU, LABEL_NODEPOOL, TAG_NODECLAIM
+from tests.aws.fleetfaults import Offering as FleetOffering
+from tests.aws.fleetfaults import insufficient_capacity
 from tests.cluster.awskubelet import running_kubelet
 from tests.cluster.harness import is_true
 
@@ -231,6 +238,8 @@ class Run:
     aws: AwsWorld | None = None
     aws_proxy: AwsFaultProxy | None = None
     violations: list[Violation] = field(default_factory=list)
+    # What a fault leaves in place until the run ends (closed after the invariants' check).
+    until_end: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
 
 Inject = Callable[[Run], Awaitable[int]]  # injects the fault; returns how many were injected
@@ -289,6 +298,38 @@ async def aws_outage(run: Run) -> int:
     return run.aws_proxy.faults
 
 
+async def aws_ice(run: Run) -> int:
+    """Some offerings without capacity for the whole run, every one for a seeded window."""
+    assert run.aws is not None
+    some, everything = ice_offerings(run.aws.types.values(), run.rng)
+    faults = run.until_end.enter_context(insufficient_capacity(*some))
+    await asyncio.sleep(run.rng.uniform(0.0, 2.0))
+    faults.failing |= everything
+    await asyncio.sleep(run.rng.uniform(*ICE_WINDOW))
+    faults.failing -= everything - some
+    return len(faults.requests)  # the CreateFleet calls made under the fault so far
+
+
+def ice_offerings(
+    types: Iterable[InstanceType], rng: random.Random
+) -> tuple[set[FleetOffering], set[FleetOffering]]:
+    """(a seeded half of the ``2 * ICE_SOME`` cheapest on-demand offerings of the types under 5
+    vCPU, which the chaos pool buys first; every on-demand offering)."""
+    everything: dict[FleetOffering, float] = {}
+    small: list[tuple[float, FleetOffering]] = []
+    for it in types:
+        cpus = it.requirements.get(AWS_LABEL_INSTANCE_CPU, frozenset({"0"}))
+        for o in it.offerings:
+            if o.capacity_type != "on-demand":
+                continue
+            key = (it.name, o.zone, o.capacity_type)
+            everything[key] = o.price
+            if all(int(c) < 5 for c in cpus):
+                small.append((o.price, key))
+    cheapest = [key for _, key in sorted(small)[: 2 * ICE_SOME]]
+    return set(rng.sample(cheapest, min(ICE_SOME, len(cheapest)))), set(everything)
+
+
 async def aws_window(run: Run, policy: AwsFlaky | Outage, seconds: float) -> tuple[float, float]:
     """Turn ``policy`` on for ``seconds`` from a seeded moment of the scale-up; (begin, end)."""
     await asyncio.sleep(run.rng.uniform(0.0, 3.0))
@@ -340,6 +381,8 @@ AWS_OUTAGE_SECONDS = 20.0
 # add about 1/0.7: the bound is twice the most without faults, which a controller that retried
 # at once, or looped on a lost answer, would pass.
 EC2_CALLS_PER_MINUTE = 600.0
+ICE_SOME = 6
+ICE_WINDOW = (3.0, 6.0)  # seconds every offering has no capacity (seeded)
 
 SCENARIOS: Mapping[str, Scenario] = {
     s.name: s
@@ -359,6 +402,7 @@ SCENARIOS: Mapping[str, Scenario] = {
             world="aws",
             aws_policy=lambda rng: AwsFlaky(rng, AWS_FAULT_RATE),
         ),
+        Scenario("aws-ice", aws_ice, world="aws"),
         Scenario("aws-outage", aws_outage, world="aws", aws_policy=lambda _: Outage()),
     )
 }
@@ -512,8 +556,8 @@ async def one_run(
     else:
         kubeconfig = cluster.kubeconfig_path
     controller = Controller(controller_env(kubeconfig, env), run_dir)
-    run = Run(client, controller, rng, proxy, aws, aws_proxy)
     stack = contextlib.AsyncExitStack()
+    run = Run(client, controller, rng, proxy, aws, aws_proxy, until_end=stack)
     violations: list[Violation] = []
     faults = 0
     took: float | None = None

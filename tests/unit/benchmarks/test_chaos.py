@@ -15,14 +15,16 @@ from benchmarks.chaos import (
     chaos_nodepool,
     cloud_instance,
     converged,
+    ice_offerings,
     percentile,
     summarize,
     table,
 )
 from benchmarks.invariants import Instance
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
-from karpenter_py.model.labels import LABEL_NODEPOOL
+from karpenter_py.model.labels import AWS_LABEL_INSTANCE_CPU, LABEL_NODEPOOL
 from tests import factories
+from tests.unit.scheduling._helpers import itype
 
 NOT_INITIALIZED = [factories.condition("Launched"), factories.condition("Initialized", "False")]
 
@@ -204,3 +206,14 @@ def test_the_chaos_pool_is_e2e_s_pool_of_the_world_with_small_types_and_no_conso
         "consolidateAfter": "Never",
         "budgets": [{"nodes": "100%"}],
     }
+
+
+def test_ice_fails_the_cheapest_small_on_demand_offerings_then_every_one() -> None:
+    zones = ("z1", "z2")
+    types = [
+        itype(name, cpu, 2 * cpu, zones=zones, labels={AWS_LABEL_INSTANCE_CPU: str(cpu)})
+        for name, cpu in (("a", 2), ("b", 4), ("big", 8))
+    ]
+    some, everything = ice_offerings(types, random.Random("aws-ice/0"))
+    assert some == {(t, z, "on-demand") for t in ("a", "b") for z in zones}
+    assert everything == {(t, z, "on-demand") for t in ("a", "b", "big") for z in zones}
