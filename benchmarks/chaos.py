@@ -30,6 +30,11 @@ Scenarios:
   none for a seeded 3-6 s window of the scale-up; the pods land on other offerings.
 * ``aws-outage`` (AWS world): for 20 s from a seeded moment of the scale-up, every AWS call's
   connection is reset.
+* ``hostile-messages`` (AWS world): once a NodeClaim has its instance, 1,000 malformed messages
+  (bad JSON, 256 KB bodies, deep nesting, NUL characters, unknown instance IDs, some sent twice)
+  go to the interruption queue with one real spot interruption warning for that instance
+  among them; the queue drains and the NodeClaim is deleted (and replaced) within
+  ``HOSTILE_LIMIT`` s, and the controller neither exits nor logs a traceback.
 
 An AWS-world scenario (``Scenario.world == "aws"``) runs the AWS provider against moto's server
 in this process (benchmarks/awsworld.py: the tagged VPC, the EC2NodeClass, the fake kubelet that
@@ -71,7 +76,7 @@ from typing import Any, Literal
 if __package__ in (None, ""):  # run as a script: the repo root holds benchmarks/ and tests/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.awsworld import EC2NODECLASSES, AwsWorld, aws_world
+from benchmarks.awsworld import EC2NODECLASSES, ZONES, AwsWorld, aws_world
 from benchmarks.e2e import (
     KWOKNODECLASS,
     LocalCluster,
@@ -93,6 +98,7 @@ from benchmarks.faultproxy import (
     Policy,
     SlowRegistration,
 )
+from benchmarks.interruption import spot_warning
 from benchmarks.invariants import Instance, Observed, Violation, call_rate, check
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
 from karpenter_py.kube import KWOKNODECLASSES, NODEPOOLS, PatchType
@@ -330,6 +336,113 @@ def ice_offerings(
     return set(rng.sample(cheapest, min(ICE_SOME, len(cheapest)))), set(everything)
 
 
+async def hostile_messages(run: Run) -> int:
+    """One real spot interruption warning among ``HOSTILE_MESSAGES - 1`` malformed messages."""
+    assert run.aws is not None
+    claim, provider_id = await first_launched(run.client)
+    zone, instance_id = provider_id.removeprefix("aws:///").split("/")
+    bodies = hostile_bodies(run.rng, spot_warning(instance_id, zone), HOSTILE_MESSAGES)
+    sqs, queue = run.aws.clients.sqs, run.aws.queue_url
+    for batch in sqs_batches(bodies):
+        entries = [{"Id": str(i), "MessageBody": b} for i, b in enumerate(batch)]
+        await sqs.send_message_batch(QueueUrl=queue, Entries=entries)
+    start = time.monotonic()
+    depth, handled = -1, False
+    while time.monotonic() - start < HOSTILE_LIMIT:
+        attrs = await sqs.get_queue_attributes(
+            QueueUrl=queue,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )
+        depth = sum(int(v) for v in attrs["Attributes"].values())
+        claims = (await run.client.list(NODECLAIMS)).items
+        handled = all(
+            c["metadata"]["name"] != claim or c["metadata"].get("deletionTimestamp") for c in claims
+        )
+        if depth == 0 and handled:
+            return len(bodies) - 1
+        await asyncio.sleep(POLL)
+    if depth:
+        run.violations.append(Violation("queue-not-drained", queue, f"{depth} messages left"))
+    if not handled:
+        detail = f"not deleted {HOSTILE_LIMIT} s after its spot interruption warning"
+        run.violations.append(Violation("interruption-not-handled", claim, detail))
+    return len(bodies) - 1
+
+
+async def first_launched(client: KubeClient) -> tuple[str, str]:
+    """(name, provider ID) of the first NodeClaim whose instance is launched."""
+    while True:
+        for c in (await client.list(NODECLAIMS)).items:
+            if pid := (c.get("status") or {}).get("providerID"):
+                return str(c["metadata"]["name"]), str(pid)
+        await asyncio.sleep(POLL)
+
+
+SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
+
+
+def _bad_json(rng: random.Random) -> str:
+    head = json.dumps({"detail-type": SPOT_WARNING, "detail": {"instance-id": "x"}})
+    return head[: rng.randrange(1, len(head) - 1)]  # cut short: never valid JSON
+
+
+def _huge(rng: random.Random) -> str:
+    head = json.dumps({"detail-type": SPOT_WARNING, "source": "aws.ec2", "detail": {"pad": ""}})
+    return head.replace('"pad": ""', '"pad": "' + "x" * (SQS_MAX_BODY - len(head) - 8) + '"')
+
+
+def _deep(rng: random.Random) -> str:
+    depth = rng.choice((1_000, 10_000, 100_000))
+    return "[" * depth + "]" * depth
+
+
+def _nul(rng: random.Random) -> str:
+    detail = {"instance-id": "i-\u0000" + "0" * rng.randrange(16), "instance-action": "\u0000"}
+    return json.dumps({"detail-type": SPOT_WARNING + "\u0000", "detail": detail})
+
+
+def _unknown_instance(rng: random.Random) -> str:
+    return spot_warning(f"i-{rng.getrandbits(64):016x}", rng.choice(ZONES))
+
+
+# Malformed message makers and their weights (256 KB bodies rarer: 13 MB of them already).
+HOSTILE_KINDS: tuple[tuple[Callable[[random.Random], str], int], ...] = (
+    (_bad_json, 5),
+    (_huge, 1),
+    (_deep, 2),
+    (_nul, 5),
+    (_unknown_instance, 5),
+)
+
+
+def hostile_bodies(rng: random.Random, real: str, count: int) -> list[str]:
+    """``count`` bodies: ``count - 1`` malformed ones (a tenth of them sent again right after)
+    with ``real`` at a seeded place."""
+    makers, weights = zip(*HOSTILE_KINDS, strict=True)
+    bodies: list[str] = []
+    while len(bodies) < count - 1:
+        body = rng.choices(makers, weights)[0](rng)
+        bodies.append(body)
+        if len(bodies) < count - 1 and rng.random() < 0.1:
+            bodies.append(body)
+    bodies.insert(rng.randrange(len(bodies) + 1), real)
+    return bodies
+
+
+def sqs_batches(bodies: Sequence[str]) -> list[list[str]]:
+    """``bodies`` in order, in SendMessageBatch batches: at most 10, at most 256 KB together."""
+    batches: list[list[str]] = []
+    size = 0
+    for body in bodies:
+        n = len(body.encode())
+        if not batches or len(batches[-1]) == 10 or size + n > SQS_MAX_BODY:
+            batches.append([])
+            size = 0
+        batches[-1].append(body)
+        size += n
+    return batches
+
+
 async def aws_window(run: Run, policy: AwsFlaky | Outage, seconds: float) -> tuple[float, float]:
     """Turn ``policy`` on for ``seconds`` from a seeded moment of the scale-up; (begin, end)."""
     await asyncio.sleep(run.rng.uniform(0.0, 3.0))
@@ -382,6 +495,9 @@ AWS_OUTAGE_SECONDS = 20.0
 # at once, or looped on a lost answer, would pass.
 EC2_CALLS_PER_MINUTE = 600.0
 ICE_SOME = 6
+HOSTILE_MESSAGES = 1_000
+HOSTILE_LIMIT = 45.0  # seconds for the queue to drain and the interruption to be handled
+SQS_MAX_BODY = 256 * 1024
 ICE_WINDOW = (3.0, 6.0)  # seconds every offering has no capacity (seeded)
 
 SCENARIOS: Mapping[str, Scenario] = {
@@ -404,6 +520,7 @@ SCENARIOS: Mapping[str, Scenario] = {
         ),
         Scenario("aws-ice", aws_ice, world="aws"),
         Scenario("aws-outage", aws_outage, world="aws", aws_policy=lambda _: Outage()),
+        Scenario("hostile-messages", hostile_messages, world="aws"),
     )
 }
 

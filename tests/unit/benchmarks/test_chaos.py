@@ -3,6 +3,7 @@ percentiles and the per-scenario summary it writes."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -15,8 +16,10 @@ from benchmarks.chaos import (
     chaos_nodepool,
     cloud_instance,
     converged,
+    hostile_bodies,
     ice_offerings,
     percentile,
+    sqs_batches,
     summarize,
     table,
 )
@@ -217,3 +220,22 @@ def test_ice_fails_the_cheapest_small_on_demand_offerings_then_every_one() -> No
     some, everything = ice_offerings(types, random.Random("aws-ice/0"))
     assert some == {(t, z, "on-demand") for t in ("a", "b") for z in zones}
     assert everything == {(t, z, "on-demand") for t in ("a", "b", "big") for z in zones}
+
+
+def test_hostile_bodies_hold_the_real_message_once_among_malformed_ones() -> None:
+    real = json.dumps({"detail-type": "EC2 Spot Instance Interruption Warning", "id": "real"})
+    bodies = hostile_bodies(random.Random("hostile-messages/0"), real, 1000)
+    assert len(bodies) == 1000
+    assert bodies.count(real) == 1
+    again = hostile_bodies(random.Random("hostile-messages/0"), real, 1000)
+    # The seed draws the same bodies; only a warning's own id and time are not the seed's.
+    assert [len(b) for b in bodies] == [len(b) for b in again]
+    assert max(len(b.encode()) for b in bodies) <= 256 * 1024
+    assert min(len(b) for b in bodies) >= 1  # SQS refuses an empty body
+    assert len(set(bodies)) < 1000  # some sent twice
+
+
+def test_sqs_batches_keep_the_order_ten_at_most_and_256_kb_together() -> None:
+    big = "x" * (200 * 1024)
+    bodies = ["a"] * 12 + [big, big, "b"]
+    assert sqs_batches(bodies) == [["a"] * 10, ["a", "a", big], [big, "b"]]
