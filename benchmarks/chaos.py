@@ -309,7 +309,7 @@ async def aws_ice(run: Run) -> int:
     assert run.aws is not None
     some, everything = ice_offerings(run.aws.types.values(), run.rng)
     faults = run.until_end.enter_context(insufficient_capacity(*some))
-    await asyncio.sleep(run.rng.uniform(0.0, 2.0))
+    await scale_up_moment(run)
     faults.failing |= everything
     await asyncio.sleep(run.rng.uniform(*ICE_WINDOW))
     faults.failing -= everything - some
@@ -445,12 +445,20 @@ def sqs_batches(bodies: Sequence[str]) -> list[list[str]]:
 
 async def aws_window(run: Run, policy: AwsFlaky | Outage, seconds: float) -> tuple[float, float]:
     """Turn ``policy`` on for ``seconds`` from a seeded moment of the scale-up; (begin, end)."""
-    await asyncio.sleep(run.rng.uniform(0.0, 3.0))
+    await scale_up_moment(run)
     begin = time.monotonic()
     policy.active = True
     await asyncio.sleep(seconds)
     policy.active = False
     return begin, time.monotonic()
+
+
+async def scale_up_moment(run: Run) -> None:
+    """Return at a seeded moment 0-2 s after the first NodeClaim: in the AWS world the first
+    launch comes seconds after the Deployment (the class's catalog, the batch windows), so a
+    window drawn from the Deployment's creation could end before any launch."""
+    await first_created(run.client, NODECLAIMS)
+    await asyncio.sleep(run.rng.uniform(0.0, 2.0))
 
 
 def cloud_instance(raw: Mapping[str, Any]) -> Instance:
