@@ -499,10 +499,11 @@ REGISTRATION_DELAY = 3.0  # longer than the batch idle window (1 s): a round see
 AWS_FAULT_SECONDS = 15.0
 AWS_FAULT_RATE = 0.3
 AWS_OUTAGE_SECONDS = 20.0
-# Without faults (the window's policy at rate 0, seeds 0-4) the controller made 67-300 EC2 calls
-# per minute over the window, the most for the 20-node seed; 30 % failures retried with backoff
-# add about 1/0.7: the bound is twice the most without faults, which a controller that retried
-# at once, or looped on a lost answer, would pass.
+# Without faults (aws-faults' window at rate 0, 5 seeds) the controller made 60-240 EC2 calls per
+# minute over the window, the most for a 20-node workload (the largest a seed draws); with the
+# faults, 80-480 (the same 20 nodes: 30 % failures retried, lost answers looked up again). The
+# bound is 2.5 times the most without faults: a controller that relaunched on a lost answer or
+# retried without backing off would pass it.
 EC2_CALLS_PER_MINUTE = 600.0
 ICE_SOME = 6
 HOSTILE_MESSAGES = 1_000
