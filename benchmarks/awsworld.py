@@ -130,12 +130,15 @@ async def aws_world() -> AsyncIterator[AwsWorld]:
     logging.getLogger("werkzeug").setLevel(
         logging.CRITICAL
     )  # moto: per-request lines, and tracebacks for the Pricing API it lacks
-    from tests.aws.motofleet import apply_template_security_groups
+    from tests.aws.motofleet import apply_template_security_groups, honour_client_tokens
 
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    patch = apply_template_security_groups()
-    patch.__enter__()  # EC2's behaviour: fleet instances get their template's groups
+    patch = contextlib.ExitStack()
+    # EC2's behaviour: fleet instances get their template's groups; a retried CreateFleet
+    # (same ClientToken) launches nothing more.
+    patch.enter_context(apply_template_security_groups())
+    patch.enter_context(honour_client_tokens())
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     try:
@@ -152,7 +155,7 @@ async def aws_world() -> AsyncIterator[AwsWorld]:
             yield AwsWorld(endpoint, clients, queue_url, image["ImageId"])
     finally:
         server.stop()
-        patch.__exit__(None, None, None)
+        patch.close()
 
 
 async def _seed_network(clients: AwsClients) -> None:

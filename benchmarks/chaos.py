@@ -44,10 +44,31 @@ Scenarios:
   drift command's taint, its replacement's create or its candidate's delete (seed % 3), then
   restarted. Converged means every NodeClaim carries the new template and none is Drifted; the
   pods' availability is watched meanwhile and may never drop below what the PDB allows.
+* ``aws-faults`` (AWS world): for 15 s from a seeded moment of the scale-up, 30 % of the
+  controller's AWS calls are throttled (``RequestLimitExceeded``) or answer 500/503, and a
+  CreateFleet, CreateTags or TerminateInstances may take effect with its answer lost; the
+  controller's EC2 calls per minute meanwhile stay under ``EC2_CALLS_PER_MINUTE``.
+* ``aws-ice`` (AWS world): a seeded half of the cheapest on-demand offerings of the pool's
+  types has no capacity for the whole run (moto's CreateFleet answers
+  ``InsufficientInstanceCapacity`` for them, tests/aws/fleetfaults.py), and every offering has
+  none for a seeded 3-6 s window of the scale-up; the pods land on other offerings.
+* ``aws-outage`` (AWS world): for 20 s from a seeded moment of the scale-up, every AWS call's
+  connection is reset.
+* ``hostile-messages`` (AWS world): once a NodeClaim has its instance, 1,000 malformed messages
+  (bad JSON, 256 KB bodies, deep nesting, NUL characters, unknown instance IDs, some sent twice)
+  go to the interruption queue with one real spot interruption warning for that instance
+  among them; the queue drains and the NodeClaim is deleted (and replaced) within
+  ``HOSTILE_LIMIT`` s, and the controller neither exits nor logs a traceback.
 
 Where the controller talks through the fault proxy, its request rate while the fault lasts
 (the window a scenario records in :attr:`Run.fault_window`) may not exceed
 ``MAX_API_CALLS_PER_MINUTE``: retries must back off, not storm.
+
+An AWS-world scenario (``Scenario.world == "aws"``) runs the AWS provider against moto's server
+in this process (benchmarks/awsworld.py: the tagged VPC, the EC2NodeClass, the fake kubelet that
+turns moto's instances into Nodes); the controller reaches moto through the AWS fault proxy when
+the scenario has an ``aws_policy``, and the invariants' instances are moto's pending and running
+instances of the cluster, each named for the NodeClaim of its ``karpenter.sh/nodeclaim`` tag.
 
 The JSON: ``{"runs", "violations", "scenarios": [{"name", "runs", "faults", "violations",
 "converge_p50_s", "converge_p95_s"}], "results": [one entry per run, with what its scenario
@@ -78,16 +99,17 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 if __package__ in (None, ""):  # run as a script: the repo root holds benchmarks/ and tests/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import hostile
+from benchmarks.awsworld import EC2NODECLASSES, ZONES, AwsWorld, aws_world
 from benchmarks.e2e import (
     KWOKNODECLASS,
     LocalCluster,
@@ -95,17 +117,24 @@ from benchmarks.e2e import (
     deployment,
     free_port,
     install_crds,
+    nodepool,
     start_controller,
     stop_controller,
+    wait_nodeclass_ready,
 )
 from benchmarks.faultproxy import (
+    AwsFaultProxy,
+    AwsFlaky,
+    AwsPolicy,
     ExpiringWatches,
     FaultProxy,
     Flaky,
+    Outage,
     Policy,
     SlowRegistration,
     passthrough,
 )
+from benchmarks.interruption import spot_warning
 from benchmarks.invariants import (
     Availability,
     Instance,
@@ -141,7 +170,11 @@ from karpenter_py.kube.resources import (
     Resource,
 )
 from karpenter_py.model.api.nodepool import CONDITION_NODE_CLASS_READY
-from karpenter_py.model.labels import LABEL_NODEPOOL
+from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.labels import AWS_LABEL_INSTANCE_CPU, LABEL_NODEPOOL, TAG_NODECLAIM
+from tests.aws.fleetfaults import Offering as FleetOffering
+from tests.aws.fleetfaults import insufficient_capacity
+from tests.cluster.awskubelet import running_kubelet
 from tests.cluster.harness import condition, events_for, is_true, pdb
 
 write_kubeconfig: Any = importlib.import_module("cluster").write_kubeconfig  # hack/, via e2e
@@ -155,22 +188,23 @@ TEARDOWN = 60.0
 REPLICASETS = Resource("apps", "v1", "replicasets", True, "ReplicaSet")  # the runner's own use
 APISERVER_AWAY = 120.0  # how long the runner keeps asking an apiserver that does not answer
 
+World = Literal["kwok", "aws"]
 
-def chaos_nodepool() -> dict[str, Any]:
-    """Small kwok types (under 5 vCPU, so a run buys several nodes), consolidation off: a node
-    left empty was bought for nobody, not on its way out."""
-    reqs = [
-        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-        {"key": "karpenter.kwok.sh/instance-cpu", "operator": "Lt", "values": ["5"]},
-    ]
-    ref = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
+
+def chaos_nodepool(world: World = "kwok") -> dict[str, Any]:
+    """benchmarks/e2e.py's pool for the world's provider with small types (under 5 vCPU, so a
+    run buys several nodes) and consolidation off: a node left empty was bought for nobody, not
+    on its way out."""
+    template = nodepool(world)["spec"]["template"]
+    for req in template["spec"]["requirements"]:
+        if req["key"].endswith("/instance-cpu"):
+            req["values"] = ["5"]
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": POOL},
         "spec": {
-            "template": {"spec": {"nodeClassRef": ref, "requirements": reqs}},
+            "template": template,
             "disruption": {"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]},
         },
     }
@@ -278,19 +312,24 @@ def _status(url: str) -> int:
 @dataclass
 class Run:
     """What a scenario's fault may use: the client, the controller, the seeded generator, and
-    the fault proxy the controller talks through (None: straight to the apiserver); the seed
-    itself, where it reports the violations it checks itself and the numbers it measures."""
+    the fault proxy the controller talks through (None: straight to the apiserver); in the AWS
+    world, moto's world and the AWS fault proxy; the seed itself, where it reports the
+    violations it checks itself and the numbers it measures."""
 
     client: KubeClient
     controller: Controller
     rng: random.Random
     proxy: FaultProxy | None = None
+    aws: AwsWorld | None = None
+    aws_proxy: AwsFaultProxy | None = None
     seed: int = 0
     cluster: Any = None  # hack/cluster.py's LocalCluster
     fault_window: tuple[float, float] | None = None  # monotonic; set by the scenario
     # What the scenario itself found wrong, and what it measured (both land in the result).
     violations: list[Violation] = field(default_factory=list)
     measured: dict[str, float] = field(default_factory=dict)
+    # What a fault leaves in place until the run ends (closed after the invariants' check).
+    until_end: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     async def during(self, seconds: float) -> None:
         """Record ``seconds`` from now as the fault's window and wait them out."""
@@ -371,6 +410,191 @@ async def held_registrations(run: Run) -> int:
     await first_created(run.client, NODECLAIMS)
     await asyncio.sleep(REGISTRATION_DELAY + 2 * POLL)
     return run.proxy.faults
+
+
+# ----------------------------------------------------------------------------- AWS scenarios
+async def aws_faults(run: Run) -> int:
+    """From a seeded moment of the scale-up, ``AWS_FAULT_SECONDS`` of failing AWS calls; the
+    controller's EC2 call rate over them is checked against ``EC2_CALLS_PER_MINUTE``."""
+    assert run.aws_proxy is not None
+    assert isinstance(run.aws_proxy.policy, AwsFlaky)
+    begin, end = await aws_window(run, run.aws_proxy.policy, AWS_FAULT_SECONDS)
+    ec2 = [t for t, call in run.aws_proxy.calls if call.service == "ec2"]
+    rate = call_rate(ec2, (begin, end))
+    print(f"[chaos] aws-faults: {rate:.0f} EC2 calls/min in the window", file=sys.stderr)
+    run.violations += bounded_call_rate("ec2", ec2, (begin, end), EC2_CALLS_PER_MINUTE)
+    return run.aws_proxy.faults
+
+
+async def aws_outage(run: Run) -> int:
+    assert run.aws_proxy is not None
+    assert isinstance(run.aws_proxy.policy, Outage)
+    await aws_window(run, run.aws_proxy.policy, AWS_OUTAGE_SECONDS)
+    return run.aws_proxy.faults
+
+
+async def aws_ice(run: Run) -> int:
+    """Some offerings without capacity for the whole run, every one for a seeded window."""
+    assert run.aws is not None
+    some, everything = ice_offerings(run.aws.types.values(), run.rng)
+    faults = run.until_end.enter_context(insufficient_capacity(*some))
+    await scale_up_moment(run)
+    faults.failing |= everything
+    await asyncio.sleep(run.rng.uniform(*ICE_WINDOW))
+    faults.failing -= everything - some
+    return len(faults.requests)  # the CreateFleet calls made under the fault so far
+
+
+def ice_offerings(
+    types: Iterable[InstanceType], rng: random.Random
+) -> tuple[set[FleetOffering], set[FleetOffering]]:
+    """(a seeded half of the ``2 * ICE_SOME`` cheapest on-demand offerings of the types under 5
+    vCPU, which the chaos pool buys first; every on-demand offering)."""
+    everything: dict[FleetOffering, float] = {}
+    small: list[tuple[float, FleetOffering]] = []
+    for it in types:
+        cpus = it.requirements.get(AWS_LABEL_INSTANCE_CPU, frozenset({"0"}))
+        for o in it.offerings:
+            if o.capacity_type != "on-demand":
+                continue
+            key = (it.name, o.zone, o.capacity_type)
+            everything[key] = o.price
+            if all(int(c) < 5 for c in cpus):
+                small.append((o.price, key))
+    cheapest = [key for _, key in sorted(small)[: 2 * ICE_SOME]]
+    return set(rng.sample(cheapest, min(ICE_SOME, len(cheapest)))), set(everything)
+
+
+async def hostile_messages(run: Run) -> int:
+    """One real spot interruption warning among ``HOSTILE_MESSAGES - 1`` malformed messages."""
+    assert run.aws is not None
+    claim, provider_id = await first_launched(run.client)
+    zone, instance_id = provider_id.removeprefix("aws:///").split("/")
+    bodies = hostile_bodies(run.rng, spot_warning(instance_id, zone), HOSTILE_MESSAGES)
+    sqs, queue = run.aws.clients.sqs, run.aws.queue_url
+    for batch in sqs_batches(bodies):
+        entries = [{"Id": str(i), "MessageBody": b} for i, b in enumerate(batch)]
+        await sqs.send_message_batch(QueueUrl=queue, Entries=entries)
+    start = time.monotonic()
+    depth, handled = -1, False
+    while time.monotonic() - start < HOSTILE_LIMIT:
+        attrs = await sqs.get_queue_attributes(
+            QueueUrl=queue,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )
+        depth = sum(int(v) for v in attrs["Attributes"].values())
+        claims = (await run.client.list(NODECLAIMS)).items
+        handled = all(
+            c["metadata"]["name"] != claim or c["metadata"].get("deletionTimestamp") for c in claims
+        )
+        if depth == 0 and handled:
+            return len(bodies) - 1
+        await asyncio.sleep(POLL)
+    if depth:
+        run.violations.append(Violation("queue-not-drained", queue, f"{depth} messages left"))
+    if not handled:
+        detail = f"not deleted {HOSTILE_LIMIT} s after its spot interruption warning"
+        run.violations.append(Violation("interruption-not-handled", claim, detail))
+    return len(bodies) - 1
+
+
+async def first_launched(client: KubeClient) -> tuple[str, str]:
+    """(name, provider ID) of the first NodeClaim whose instance is launched."""
+    while True:
+        for c in (await client.list(NODECLAIMS)).items:
+            if pid := (c.get("status") or {}).get("providerID"):
+                return str(c["metadata"]["name"]), str(pid)
+        await asyncio.sleep(POLL)
+
+
+SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
+
+
+def _bad_json(rng: random.Random) -> str:
+    head = json.dumps({"detail-type": SPOT_WARNING, "detail": {"instance-id": "x"}})
+    return head[: rng.randrange(1, len(head) - 1)]  # cut short: never valid JSON
+
+
+def _huge(rng: random.Random) -> str:
+    head = json.dumps({"detail-type": SPOT_WARNING, "source": "aws.ec2", "detail": {"pad": ""}})
+    return head.replace('"pad": ""', '"pad": "' + "x" * (SQS_MAX_BODY - len(head) - 8) + '"')
+
+
+def _deep(rng: random.Random) -> str:
+    depth = rng.choice((1_000, 10_000, 100_000))
+    return "[" * depth + "]" * depth
+
+
+def _nul(rng: random.Random) -> str:
+    detail = {"instance-id": "i-\u0000" + "0" * rng.randrange(16), "instance-action": "\u0000"}
+    return json.dumps({"detail-type": SPOT_WARNING + "\u0000", "detail": detail})
+
+
+def _unknown_instance(rng: random.Random) -> str:
+    return spot_warning(f"i-{rng.getrandbits(64):016x}", rng.choice(ZONES))
+
+
+# Malformed message makers and their weights (256 KB bodies rarer: 13 MB of them already).
+HOSTILE_KINDS: tuple[tuple[Callable[[random.Random], str], int], ...] = (
+    (_bad_json, 5),
+    (_huge, 1),
+    (_deep, 2),
+    (_nul, 5),
+    (_unknown_instance, 5),
+)
+
+
+def hostile_bodies(rng: random.Random, real: str, count: int) -> list[str]:
+    """``count`` bodies: ``count - 1`` malformed ones (a tenth of them sent again right after)
+    with ``real`` at a seeded place."""
+    makers, weights = zip(*HOSTILE_KINDS, strict=True)
+    bodies: list[str] = []
+    while len(bodies) < count - 1:
+        body = rng.choices(makers, weights)[0](rng)
+        bodies.append(body)
+        if len(bodies) < count - 1 and rng.random() < 0.1:
+            bodies.append(body)
+    bodies.insert(rng.randrange(len(bodies) + 1), real)
+    return bodies
+
+
+def sqs_batches(bodies: Sequence[str]) -> list[list[str]]:
+    """``bodies`` in order, in SendMessageBatch batches: at most 10, at most 256 KB together."""
+    batches: list[list[str]] = []
+    size = 0
+    for body in bodies:
+        n = len(body.encode())
+        if not batches or len(batches[-1]) == 10 or size + n > SQS_MAX_BODY:
+            batches.append([])
+            size = 0
+        batches[-1].append(body)
+        size += n
+    return batches
+
+
+async def aws_window(run: Run, policy: AwsFlaky | Outage, seconds: float) -> tuple[float, float]:
+    """Turn ``policy`` on for ``seconds`` from a seeded moment of the scale-up; (begin, end)."""
+    await scale_up_moment(run)
+    begin = time.monotonic()
+    policy.active = True
+    await asyncio.sleep(seconds)
+    policy.active = False
+    return begin, time.monotonic()
+
+
+async def scale_up_moment(run: Run) -> None:
+    """Return at a seeded moment 0-2 s after the first NodeClaim: in the AWS world the first
+    launch comes seconds after the Deployment (the class's catalog, the batch windows), so a
+    window drawn from the Deployment's creation could end before any launch."""
+    await first_created(run.client, NODECLAIMS)
+    await asyncio.sleep(run.rng.uniform(0.0, 2.0))
+
+
+def cloud_instance(raw: Mapping[str, Any]) -> Instance:
+    """A moto instance as the invariants see it: its provider ID and its NodeClaim tag."""
+    zone = raw["Placement"]["AvailabilityZone"]
+    tags = {t["Key"]: t["Value"] for t in raw.get("Tags") or []}
+    return Instance(f"aws:///{zone}/{raw['InstanceId']}", tags.get(TAG_NODECLAIM, ""))
 
 
 async def first_created(client: KubeClient, resource: Resource) -> None:
@@ -711,6 +935,11 @@ class Scenario:
     # What convergence needs besides the pods and NodeClaims of :func:`converged`; None: nothing.
     settled: Callable[[Listed], bool] | None = None
     workload: Callable[[random.Random], Workload] = Workload.drawn
+    world: World = "kwok"
+    # The AWS fault proxy's policy (AWS world only); None: the controller talks to moto.
+    aws_policy: Callable[[random.Random], AwsPolicy] | None = None
+    # Seconds to converge at least (over ``--deadline``) for a fault that takes longer itself.
+    deadline: float = 0.0
 
 
 API_FAULT_SECONDS = 10.0
@@ -725,6 +954,20 @@ INFLIGHT_SECONDS = 15.0
 # own ceiling (KUBE_CLIENT_QPS 200, i.e. 12,000 per minute), would pass it at once.
 MAX_API_CALLS_PER_MINUTE = 3000.0
 REGISTRATION_DELAY = 3.0  # longer than the batch idle window (1 s): a round sees bare Nodes
+AWS_FAULT_SECONDS = 15.0
+AWS_FAULT_RATE = 0.3
+AWS_OUTAGE_SECONDS = 20.0
+# Without faults (aws-faults' window at rate 0, 5 seeds) the controller made 60-240 EC2 calls per
+# minute over the window, the most for a 20-node workload (the largest a seed draws); with the
+# faults, 80-480 (the same 20 nodes: 30 % failures retried, lost answers looked up again). The
+# bound is 2.5 times the most without faults: a controller that relaunched on a lost answer or
+# retried without backing off would pass it.
+EC2_CALLS_PER_MINUTE = 600.0
+ICE_SOME = 6
+HOSTILE_MESSAGES = 1_000
+HOSTILE_LIMIT = 45.0  # seconds for the queue to drain and the interruption to be handled
+SQS_MAX_BODY = 256 * 1024
+ICE_WINDOW = (3.0, 6.0)  # seconds every offering has no capacity (seeded)
 
 SCENARIOS: Mapping[str, Scenario] = {
     s.name: s
@@ -753,6 +996,17 @@ SCENARIOS: Mapping[str, Scenario] = {
             settled=drifted_away,
             workload=drift_workload,
         ),
+        Scenario(
+            "aws-faults",
+            aws_faults,
+            world="aws",
+            aws_policy=lambda rng: AwsFlaky(rng, AWS_FAULT_RATE),
+        ),
+        Scenario("aws-ice", aws_ice, world="aws"),
+        Scenario("aws-outage", aws_outage, world="aws", aws_policy=lambda _: Outage()),
+        # Sending 1,000 messages (13 MB) to moto and the controller reading them through
+        # take about 40 s before the interruption is handled.
+        Scenario("hostile-messages", hostile_messages, world="aws", deadline=120.0),
     )
 }
 
@@ -763,11 +1017,15 @@ class Listed:
     nodeclaims: list[KubeObject]
     nodes: list[KubeObject]
     pods: list[KubeObject]
+    cloud: list[Instance] | None = None  # the AWS world's instances (moto's answer)
 
     def instances(self) -> list[Instance]:
-        """The kwok provider's instances: its Nodes (labelled ``kwok.x-k8s.io/node=fake``), each
-        named for its NodeClaim. Bare Nodes too, which the provider's own ``list`` (it selects
-        ``karpenter.sh/nodepool``) does not see until they register."""
+        """The AWS world's instances; else the kwok provider's: its Nodes (labelled
+        ``kwok.x-k8s.io/node=fake``), each named for its NodeClaim. Bare Nodes too, which the
+        provider's own ``list`` (it selects ``karpenter.sh/nodepool``) does not see until they
+        register."""
+        if self.cloud is not None:
+            return self.cloud
         return [
             Instance(str(n["spec"].get("providerID", "")), str(n["metadata"]["name"]))
             for n in self.nodes
@@ -775,23 +1033,27 @@ class Listed:
         ]
 
 
-async def listed(client: KubeClient) -> Listed:
+async def listed(client: KubeClient, aws: AwsWorld | None = None) -> Listed:
     """The run's objects; while the apiserver is away (a scenario restarted it), ask again."""
     start = time.monotonic()
     while True:
         try:
-            return await _listed(client)
+            return await _listed(client, aws)
         except KubeError as e:
             if not e.transient or time.monotonic() - start > APISERVER_AWAY:
                 raise
         await asyncio.sleep(POLL)
 
 
-async def _listed(client: KubeClient) -> Listed:
+async def _listed(client: KubeClient, aws: AwsWorld | None) -> Listed:
+    cloud = None
+    if aws is not None:
+        cloud = [cloud_instance(i) for i in await aws.instances("pending", "running")]
     return Listed(
         list((await client.list(NODECLAIMS)).items),
         list((await client.list(NODES)).items),
         list((await client.list(PODS, namespace=NAMESPACE, label_selector=f"app={APP}")).items),
+        cloud,
     )
 
 
@@ -823,6 +1085,7 @@ async def wait_converged(
     start: float,
     deadline: float,
     settled: Callable[[Listed], bool] | None = None,
+    aws: AwsWorld | None = None,
 ) -> tuple[float | None, Listed]:
     """(seconds from ``start`` to the first moment of a converged state (and ``settled``, if
     given) that then held for ``SETTLE`` s with the same NodeClaims, or None at ``deadline``;
@@ -830,7 +1093,7 @@ async def wait_converged(
     since: tuple[float, frozenset[str]] | None = None
     while True:
         now = time.monotonic()
-        seen = await listed(client)
+        seen = await listed(client, aws)
         if not converged(seen, replicas) or (settled is not None and not settled(seen)):
             since = None
         elif since is None or since[1] != _claim_names(seen):
@@ -868,19 +1131,19 @@ async def remove_workload(client: KubeClient) -> int:
     return found
 
 
-async def clean(client: KubeClient) -> list[str]:
-    """No workload (nor its PDB), no NodeClaim, no kwok Node, the NodePool as
+async def clean(client: KubeClient, aws: AwsWorld | None = None) -> list[str]:
+    """No workload (nor its PDB), no NodeClaim, no instance, the NodePool as
     :func:`chaos_nodepool` makes it. The controller (running) deletes the NodeClaims and their
-    instances; what is still there after ``TEARDOWN`` s has its finalizers removed and is named
-    in the answer."""
+    instances; what is still there after ``TEARDOWN`` s has its finalizers removed (a kwok Node
+    deleted, a moto instance terminated) and is named in the answer."""
     with contextlib.suppress(NotFoundError):
         await client.delete(PODDISRUPTIONBUDGETS, APP, namespace=NAMESPACE)
     start = time.monotonic()
     while True:
         workload = await remove_workload(client)
-        seen = await listed(client)
+        seen = await listed(client, aws)
         if not workload and not seen.nodeclaims and not seen.instances() and not seen.pods:
-            await reset_nodepool(client)
+            await reset_nodepool(client, aws)
             return []
         if time.monotonic() - start > TEARDOWN:
             break
@@ -899,24 +1162,63 @@ async def clean(client: KubeClient) -> list[str]:
                 {"metadata": {"finalizers": None}},
                 patch_type=PatchType.MERGE,
             )
-    for _, name in seen.instances():
-        left.append(f"Node {name}")
-        with contextlib.suppress(NotFoundError):
-            await client.delete(NODES, name)
-    await reset_nodepool(client)
+    if aws is not None:
+        ids = [pid.rsplit("/", 1)[-1] for pid, _ in seen.instances()]
+        left += [f"instance {i}" for i in ids]
+        if ids:
+            await aws.clients.ec2.terminate_instances(InstanceIds=ids)
+    else:
+        for _, name in seen.instances():
+            left.append(f"Node {name}")
+            with contextlib.suppress(NotFoundError):
+                await client.delete(NODES, name)
+    await reset_nodepool(client, aws)
     return left
 
 
-async def reset_nodepool(client: KubeClient) -> None:
+async def reset_nodepool(client: KubeClient, aws: AwsWorld | None = None) -> None:
     """The NodePool's spec back to :func:`chaos_nodepool`'s, undoing a scenario's edit (once no
     NodeClaim is left: earlier, the edit undone would drift them all again)."""
-    spec = chaos_nodepool()["spec"]
+    spec = chaos_nodepool("kwok" if aws is None else "aws")["spec"]
     await client.patch(
         NODEPOOLS,
         POOL,
         [{"op": "replace", "path": "/spec", "value": spec}],
         patch_type=PatchType.JSON,
     )
+
+
+async def aws_side(
+    scenario: Scenario, world: AwsWorld | None, rng: random.Random
+) -> tuple[AwsWorld | None, AwsFaultProxy | None, dict[str, str]]:
+    """The run's AWS world (None in kwok's), its fault proxy if the scenario has a policy
+    (started), and the controller's extra environment."""
+    env = dict(scenario.env)
+    if scenario.world != "aws":
+        return None, None, env
+    if world is None:
+        raise ValueError(f"{scenario.name} needs the AWS world")
+    env = {**world.controller_env(), **env}
+    if scenario.aws_policy is None:
+        return world, None, env
+    aws_proxy = AwsFaultProxy(world.endpoint, scenario.aws_policy(rng))
+    await aws_proxy.start()
+    env["AWS_ENDPOINT_URL"] = aws_proxy.url
+    return world, aws_proxy, env
+
+
+async def apiserver_side(
+    scenario: Scenario, cluster: Any, rng: random.Random, run_dir: Path
+) -> tuple[FaultProxy | None, Path]:
+    """The apiserver fault proxy if the scenario has a policy (started), and the kubeconfig
+    the controller uses: the proxy's, or the cluster's own."""
+    if scenario.policy is None:
+        return None, Path(cluster.kubeconfig_path)
+    proxy = FaultProxy(cluster.server, cluster.ssl_context(), scenario.policy(rng))
+    await proxy.start()
+    kubeconfig = run_dir / "kubeconfig"
+    write_kubeconfig(kubeconfig, proxy.url, cluster.ca_file.read_bytes(), cluster.token, "chaos")
+    return proxy, kubeconfig
 
 
 async def one_run(
@@ -926,33 +1228,43 @@ async def one_run(
     seed: int,
     deadline: float,
     run_dir: Path,
+    world: AwsWorld | None = None,
 ) -> dict[str, Any]:
     rng = random.Random(f"{scenario.name}/{seed}")
     load = scenario.workload(rng)
-    proxy = None
-    if scenario.policy is not None:
-        proxy = FaultProxy(cluster.server, cluster.ssl_context(), scenario.policy(rng))
-        await proxy.start()
-        kubeconfig = run_dir / "kubeconfig"
-        write_kubeconfig(
-            kubeconfig, proxy.url, cluster.ca_file.read_bytes(), cluster.token, "chaos"
-        )
-    else:
-        kubeconfig = cluster.kubeconfig_path
-    controller = Controller(controller_env(kubeconfig, dict(scenario.env)), run_dir)
+    aws, aws_proxy, env = await aws_side(scenario, world, rng)
+    proxy, kubeconfig = await apiserver_side(scenario, cluster, rng, run_dir)
+    controller = Controller(controller_env(kubeconfig, env), run_dir)
+    stack = contextlib.AsyncExitStack()
+    run = Run(
+        client,
+        controller,
+        rng,
+        proxy,
+        aws,
+        aws_proxy,
+        seed=seed,
+        cluster=cluster,
+        until_end=stack,
+    )
     violations: list[Violation] = []
     faults = 0
     took: float | None = None
     seen = Listed([], [], [])
-    run = Run(client, controller, rng, proxy, seed=seed, cluster=cluster)
     start = time.monotonic()
     try:
         for _ in range(scenario.replicas):
             await controller.start()
             await controller.ready()
+        if aws is not None:
+            await wait_nodeclass_ready(client)
+            if not aws.types:
+                await aws.load_types(client)
+            await stack.enter_async_context(running_kubelet(aws.kubelet(client)))
         # A run starts from a clean cluster: whatever a failed run before it left is gone.
         violations += [
-            Violation("dirty-start", what, "left by a run before") for what in await clean(client)
+            Violation("dirty-start", what, "left by a run before")
+            for what in await clean(client, aws)
         ]
         start = time.monotonic()
         await client.create(DEPLOYMENTS, load.body(), namespace=NAMESPACE)
@@ -962,7 +1274,9 @@ async def one_run(
             violations += bounded_call_rate(
                 "apiserver", proxy.received, run.fault_window, MAX_API_CALLS_PER_MINUTE
             )
-        took, seen = await wait_converged(client, load.replicas, start, deadline, scenario.settled)
+        took, seen = await wait_converged(
+            client, load.replicas, start, deadline, scenario.settled, aws
+        )
         if took is None:
             violations.append(Violation("not-converged", scenario.name, f"after {deadline} s"))
         observed = Observed(
@@ -970,7 +1284,7 @@ async def one_run(
         )
         grace = timedelta(seconds=deadline)
         violations += check(observed, datetime.now(UTC), finalizer_grace=grace)
-        left = await clean(client)
+        left = await clean(client, aws)
         violations += [Violation("teardown-stuck", what, f"after {TEARDOWN} s") for what in left]
     except Exception as e:  # a broken run is one result, not the end of the matrix
         violations.append(Violation("run-error", scenario.name, repr(e)))
@@ -980,9 +1294,11 @@ async def one_run(
                 await scenario.teardown(client)
             except Exception as e:
                 violations.append(Violation("teardown-error", scenario.name, repr(e)))
+        await stack.aclose()
         controller.stop()
-        if proxy is not None:
-            await proxy.stop()
+        for each in (proxy, aws_proxy):
+            if each is not None:
+                await each.stop()
     violations += controller.crashes()
     for v in violations:
         print(f"[chaos] {scenario.name} seed {seed}: {v}", file=sys.stderr, flush=True)
@@ -1067,21 +1383,44 @@ def table(summary: Mapping[str, Any]) -> str:
     )
 
 
+async def pool_for(client: KubeClient, world: World) -> None:
+    """The run's NodePool for ``world`` (its class reference is immutable: a new pool). No
+    controller holds it: the pool has no finalizer, and the runs leave no NodeClaim."""
+    with contextlib.suppress(NotFoundError):
+        await client.delete(NODEPOOLS, POOL)
+    while True:
+        try:
+            await client.get(NODEPOOLS, POOL)
+        except NotFoundError:
+            break
+        await asyncio.sleep(POLL)
+    await client.create(NODEPOOLS, chaos_nodepool(world))
+
+
 async def matrix(names: Sequence[str], seeds: int, deadline: float, keep: bool) -> dict[str, Any]:
     state = Path(tempfile.mkdtemp(prefix="karpy-chaos-"))
     cluster = LocalCluster(state_dir=state)
     cluster.start()
     results = []
     try:
-        async with KubeClient(load_config(str(cluster.kubeconfig_path)), qps=500, burst=1000) as c:
+        async with (
+            KubeClient(load_config(str(cluster.kubeconfig_path)), qps=500, burst=1000) as c,
+            contextlib.AsyncExitStack() as stack,
+        ):
             await install_crds(c)
+            world = None
+            if any(SCENARIOS[name].world == "aws" for name in names):
+                world = await stack.enter_async_context(aws_world())
+                await c.create(EC2NODECLASSES, world.nodeclass())
             await c.create(KWOKNODECLASSES, KWOKNODECLASS)
-            await c.create(NODEPOOLS, chaos_nodepool())
             for name in names:
+                await pool_for(c, SCENARIOS[name].world)
                 for seed in range(seeds):
                     run_dir = state / f"{name}-{seed}"
                     run_dir.mkdir()
-                    result = await one_run(c, cluster, SCENARIOS[name], seed, deadline, run_dir)
+                    scenario = SCENARIOS[name]
+                    limit = max(deadline, scenario.deadline)
+                    result = await one_run(c, cluster, scenario, seed, limit, run_dir, world)
                     print(f"[chaos] {json.dumps(result)}", file=sys.stderr, flush=True)
                     results.append(result)
     finally:

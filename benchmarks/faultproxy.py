@@ -1,4 +1,4 @@
-"""An HTTP proxy between the controller and the apiserver that injects faults (issue 17).
+"""HTTP proxies between the controller and the apiserver, or AWS, that inject faults (issue 17).
 
 The controller talks plain HTTP to the proxy (its kubeconfig names ``http://127.0.0.1:<port>``
 and the same bearer token); the proxy forwards every request over TLS to the apiserver and
@@ -8,15 +8,23 @@ streams the answer back unchanged (watches included, compressed bodies left comp
 * ``status``: answer 429 (with ``Retry-After``) or a 5xx itself, as a Kubernetes Status;
 * ``reset``: abort the client's connection without an answer;
 * ``delay``: forward after a pause (a slow apiserver, or one slow kind of write);
+* ``lost``: forward, then abort the client's connection: the call took effect, its answer is lost;
 * ``gone``: answer a watch with the one ERROR event (a 410 ``Expired`` Status) an apiserver sends
   when the requested resourceVersion is older than its history.
 
 :class:`Flaky`, :class:`SlowRegistration` and :class:`ExpiringWatches` are the policies the chaos
 scenarios use; all are pure (seeded), so their choices are unit-tested. Two faults need the
 proxy's own state rather than a policy: :meth:`FaultProxy.cut_watches` resets every watch stream
-open at that moment, and :attr:`FaultProxy.max_inflight` answers 429 to a request beyond that
-many in flight, as an apiserver's ``--max-requests-inflight`` does for a throttled client.
-:attr:`FaultProxy.received` keeps the arrival time of every request, for the call-rate invariant.
+open at that moment, and ``max_inflight`` answers 429 to a request beyond that many in flight,
+as an apiserver's ``--max-requests-inflight`` does for a throttled client. ``received`` keeps the
+arrival time of every request, for the call-rate invariant.
+
+:class:`AwsFaultProxy` does the same in front of an AWS endpoint (moto's server, plain HTTP): its
+:data:`AwsPolicy` sees each call as an :class:`AwsCall` (the service from the request's signing
+scope, the action from the form body or ``X-Amz-Target``), refusals are AWS error bodies (EC2's
+XML for query calls, a JSON ``__type`` for JSON calls), and it records every call it saw with its
+time, so a scenario can count the controller's calls per minute. :class:`AwsFlaky` and
+:class:`Outage` are its policies.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
@@ -49,9 +57,10 @@ REASONS = {
 
 @dataclass(frozen=True)
 class Fault:
-    kind: Literal["status", "reset", "delay", "gone"]
+    kind: Literal["status", "reset", "delay", "lost", "gone"]
     status: int = 0
     seconds: float = 0.0
+    code: str = ""  # an AWS refusal's error code
 
 
 Policy = Callable[[str, str, bytes], Fault | None]  # (method, path with query, body)
@@ -138,13 +147,13 @@ def gone_event() -> bytes:
     return json.dumps({"type": "ERROR", "object": status}).encode() + b"\n"
 
 
-class FaultProxy:
-    """The proxy on a free loopback port; :attr:`faults` counts the faults injected."""
+class _Proxy:
+    """Forwards every request to ``upstream`` and streams the answer back, unless
+    :meth:`choose` picks a fault for it; :attr:`faults` counts the faults injected."""
 
-    def __init__(self, upstream: str, ssl_context: ssl.SSLContext, policy: Policy) -> None:
+    def __init__(self, upstream: str, ssl_context: ssl.SSLContext | None) -> None:
         self.upstream = upstream.rstrip("/")
         self.ssl_context = ssl_context
-        self.policy = policy
         self.faults = 0
         self.max_inflight: int | None = None  # None: no limit
         self.received: list[float] = []  # time.monotonic() of each request's arrival
@@ -156,13 +165,20 @@ class FaultProxy:
         self._handlers: set[asyncio.Task[object]] = set()
         self._site: web.SockSite | None = None
 
+    def choose(self, request: web.Request, body: bytes) -> Fault | None:
+        raise NotImplementedError
+
+    def refusal(self, request: web.Request, fault: Fault) -> web.Response:
+        """The answer for a ``status`` fault."""
+        raise NotImplementedError
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self.ssl_context, limit=0),
+            connector=aiohttp.TCPConnector(ssl=self.ssl_context or False, limit=0),
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None),
         )
@@ -212,7 +228,7 @@ class FaultProxy:
         self.received.append(time.monotonic())
         body = await request.read()
         watch = request.method == "GET" and is_watch(request.raw_path)
-        fault = self.policy(request.method, request.raw_path, body)
+        fault = self.choose(request, body)
         if fault is None and not watch and self._throttled():
             fault = Fault("status", status=429)
         if fault is not None:
@@ -220,7 +236,9 @@ class FaultProxy:
             if fault.kind == "reset":
                 return _hang_up(request)
             if fault.kind == "status":
-                return _status_response(fault.status)
+                return self.refusal(request, fault)
+            if fault.kind == "lost":
+                return await self._lose(request, body)
             if fault.kind == "gone":
                 return web.Response(status=200, body=gone_event(), content_type="application/json")
             await asyncio.sleep(fault.seconds)
@@ -244,19 +262,34 @@ class FaultProxy:
         finally:
             self._watches.pop(task, None)
 
+    async def _lose(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        """Forward the request and read the whole answer, then hang up without it."""
+        assert self._session is not None
+        with contextlib.suppress(aiohttp.ClientError):
+            async with self._session.request(
+                request.method,
+                self.upstream + request.raw_path,
+                headers=_forwarded(request.headers),
+                data=body or None,
+            ) as upstream:
+                await upstream.read()
+        return _hang_up(request)
+
     async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
         try:
             return await self._relay(request, body)
         except aiohttp.ClientError:
-            # The apiserver hung up (a keep-alive connection it closed, a restart): the
+            # The upstream hung up (a keep-alive connection it closed, a restart): the
             # controller loses its connection as it would without the proxy, no invented 500.
             return _hang_up(request)
 
     async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
         assert self._session is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         async with self._session.request(
-            request.method, self.upstream + request.raw_path, headers=headers, data=body or None
+            request.method,
+            self.upstream + request.raw_path,
+            headers=_forwarded(request.headers),
+            data=body or None,
         ) as upstream:
             answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for key, value in upstream.headers.items():
@@ -271,13 +304,126 @@ class FaultProxy:
             return answer
 
 
-def _status_response(code: int) -> web.Response:
-    return web.Response(
-        status=code,
-        body=status_body(code),
-        content_type="application/json",
-        headers={"Retry-After": "1"} if code == 429 else {},
-    )
+class FaultProxy(_Proxy):
+    """The proxy in front of the apiserver (over TLS); ``policy`` picks the faults."""
+
+    def __init__(self, upstream: str, ssl_context: ssl.SSLContext, policy: Policy) -> None:
+        super().__init__(upstream, ssl_context)
+        self.policy = policy
+
+    def choose(self, request: web.Request, body: bytes) -> Fault | None:
+        return self.policy(request.method, request.raw_path, body)
+
+    def refusal(self, request: web.Request, fault: Fault) -> web.Response:
+        headers = {"Retry-After": "1"} if fault.status == 429 else {}
+        return web.Response(
+            status=fault.status,
+            body=status_body(fault.status),
+            content_type="application/json",
+            headers=headers,
+        )
+
+
+# ----------------------------------------------------------------------------- AWS
+@dataclass(frozen=True)
+class AwsCall:
+    service: str  # the signing scope's service: "ec2", "iam", "sqs", ...
+    action: str  # "CreateFleet", "ReceiveMessage", ...
+
+
+AwsPolicy = Callable[[AwsCall], Fault | None]
+
+# The calls whose answer may be lost after they took effect (the ones a retry could repeat).
+LOSABLE = frozenset({"CreateFleet", "CreateTags", "TerminateInstances"})
+THROTTLED = Fault("status", status=503, code="RequestLimitExceeded")
+FAILED: tuple[Fault, ...] = (
+    Fault("status", status=500, code="InternalError"),
+    Fault("status", status=503, code="Unavailable"),
+)
+
+
+def aws_call(headers: Mapping[str, str], query: str, body: bytes) -> AwsCall:
+    """The call a signed AWS request makes: the service named in its SigV4 credential scope
+    (``Credential=<key>/<date>/<region>/<service>/aws4_request``), the action from
+    ``X-Amz-Target`` (JSON protocols) or the ``Action`` of the form body or query string."""
+    service = ""
+    for part in headers.get("Authorization", "").replace(",", " ").split():
+        if part.startswith("Credential="):
+            scope = part.removeprefix("Credential=").split("/")
+            service = scope[3] if len(scope) > 3 else ""
+    target = headers.get("X-Amz-Target", "")
+    if target:
+        return AwsCall(service, target.rsplit(".", 1)[-1])
+    form = parse_qs(body.decode(errors="replace")) or parse_qs(query)
+    return AwsCall(service, (form.get("Action") or [""])[0])
+
+
+def aws_error_body(code: str, json_protocol: bool) -> bytes:
+    """An AWS error answer's body: a JSON ``__type`` or EC2's XML (which botocore's query
+    parsers for IAM and the others read too)."""
+    message = f"fault injected by the chaos proxy: {code}"
+    if json_protocol:
+        return json.dumps({"__type": code, "message": message}).encode()
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+        "</Errors><RequestID>00000000-0000-0000-0000-000000000000</RequestID></Response>"
+    ).encode()
+
+
+@dataclass
+class AwsFlaky:
+    """While :attr:`active`, each call fails with probability ``rate``: throttled
+    (``RequestLimitExceeded``), a 500 or a 503, or, for a :data:`LOSABLE` call, its answer lost."""
+
+    rng: random.Random
+    rate: float
+    active: bool = False
+
+    def __call__(self, call: AwsCall) -> Fault | None:
+        if not self.active or self.rng.random() >= self.rate:
+            return None
+        choices: tuple[Fault, ...] = (THROTTLED, *FAILED)
+        if call.action in LOSABLE:
+            choices += (Fault("lost"),)
+        return self.rng.choice(choices)
+
+
+@dataclass
+class Outage:
+    """While :attr:`active`, every call's connection is reset: the endpoint is unreachable."""
+
+    active: bool = False
+
+    def __call__(self, call: AwsCall) -> Fault | None:
+        return Fault("reset") if self.active else None
+
+
+class AwsFaultProxy(_Proxy):
+    """The proxy in front of an AWS endpoint over plain HTTP; :attr:`calls` holds each call
+    with the monotonic time it arrived."""
+
+    def __init__(self, upstream: str, policy: AwsPolicy) -> None:
+        super().__init__(upstream, None)
+        self.policy = policy
+        self.calls: list[tuple[float, AwsCall]] = []
+
+    def choose(self, request: web.Request, body: bytes) -> Fault | None:
+        call = aws_call(request.headers, request.query_string, body)
+        self.calls.append((time.monotonic(), call))
+        return self.policy(call)
+
+    def refusal(self, request: web.Request, fault: Fault) -> web.Response:
+        json_protocol = "X-Amz-Target" in request.headers
+        return web.Response(
+            status=fault.status,
+            body=aws_error_body(fault.code, json_protocol),
+            content_type="application/x-amz-json-1.0" if json_protocol else "text/xml",
+        )
+
+
+def _forwarded(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
 
 
 def _hang_up(request: web.Request) -> web.Response:

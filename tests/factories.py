@@ -423,3 +423,16 @@ def ec2nodeclass(
     if status is not None:
         body["status"] = status
     return EC2NodeClass.model_validate(body)
+
+
+def ec2_instance_dict(
+    instance_id: str, zone: str = "us-west-2a", tags: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """An instance as EC2's DescribeInstances answers it (the fields the tests read)."""
+    return {
+        "InstanceId": instance_id,
+        "InstanceType": "m5.large",
+        "Placement": {"AvailabilityZone": zone},
+        "State": {"Name": "running"},
+        "Tags": [{"Key": k, "Value": v} for k, v in (tags or {}).items()],
+    }

@@ -4,7 +4,8 @@
   (``ThreadedMotoServer``) on a free loopback port. In-process so the few things moto cannot be
   told over the wire (insufficient capacity, the EKS AMI SSM parameters) can be seeded into its
   backends by small named helpers; every product call still goes over HTTP through aiobotocore.
-  Its CreateFleet applies launch-template security groups as EC2 does (tests/aws/motofleet.py).
+  Its CreateFleet applies launch-template security groups and honours ``ClientToken`` as EC2
+  does (tests/aws/motofleet.py).
 * ``aws_env`` (function): a reset moto (``POST /moto-api/reset``) and the environment the
   product reads (``AWS_ENDPOINT_URL``, ``AWS_REGION``, static test credentials).
 * ``aws`` (function, async): open :class:`AwsClients` against it.
@@ -51,11 +52,11 @@ class MotoServer:
 def moto_server() -> Iterator[MotoServer]:
     from moto.server import ThreadedMotoServer
 
-    from tests.aws.motofleet import apply_template_security_groups
+    from tests.aws.motofleet import apply_template_security_groups, honour_client_tokens
 
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    with apply_template_security_groups():
+    with apply_template_security_groups(), honour_client_tokens():
         server.start()
         try:
             yield MotoServer(f"http://127.0.0.1:{port}")

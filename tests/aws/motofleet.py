@@ -1,4 +1,12 @@
-"""Make moto's CreateFleet apply the launch template's security groups, as EC2 does.
+"""Make moto's CreateFleet behave as EC2's does where the product depends on it.
+
+* :func:`honour_client_tokens`: a CreateFleet with a ``ClientToken`` already used answers what
+  the first call answered and launches nothing more (EC2's idempotency). botocore fills the
+  token in once per call and sends it again on each retry, so a call whose answer was lost
+  (the connection reset after EC2 launched) is retried without a second launch; moto ignores
+  the token and launched again, leaving an instance no NodeClaim knows.
+
+Launch templates' security groups:
 
 moto 5.2.5 reads a key EC2 launch templates do not have (``GroupSet``) when it turns a fleet's
 launch template into instances, so fleet instances come up with no security group (on-demand)
@@ -11,11 +19,14 @@ the moto server the tests and benchmarks start; every API call still goes over H
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
+from moto.core.responses import ActionResult
 from moto.ec2.models.fleets import FleetsBackend
+from moto.ec2.responses.fleets import Fleets
 
 
 def _template_groups(backend: Any, launch_spec: Any) -> list[Any]:
@@ -57,4 +68,26 @@ def _patched(original: Any) -> Any:
 @contextlib.contextmanager
 def apply_template_security_groups() -> Iterator[None]:
     with mock.patch.object(FleetsBackend, "create_fleet", _patched(FleetsBackend.create_fleet)):
+        yield
+
+
+def _idempotent(original: Callable[[Any], ActionResult]) -> Callable[[Any], ActionResult]:
+    answers: dict[str, ActionResult] = {}
+    lock = threading.Lock()  # moto's server answers each request on its own thread
+
+    def create_fleet(self: Any) -> ActionResult:
+        token = self._get_param("ClientToken")
+        if not token:
+            return original(self)
+        with lock:
+            if token not in answers:
+                answers[token] = original(self)
+            return answers[token]
+
+    return create_fleet
+
+
+@contextlib.contextmanager
+def honour_client_tokens() -> Iterator[None]:
+    with mock.patch.object(Fleets, "create_fleet", _idempotent(Fleets.create_fleet)):
         yield

@@ -8,6 +8,7 @@ from datetime import UTC
 
 import pytest
 
+from benchmarks.faultproxy import AwsCall, AwsFaultProxy, Fault
 from karpenter_py.cloudprovider.aws.clients import AwsClients
 from karpenter_py.cloudprovider.aws.instance import InstanceProvider
 from karpenter_py.cloudprovider.aws.launchtemplates import LaunchTemplateProvider
@@ -22,7 +23,7 @@ from tests.aws.launchsupport import (
     launch_tags,
     nodeclaim,
 )
-from tests.motofixture import Network, seed_network
+from tests.motofixture import REGION, MotoServer, Network, seed_network
 
 A, B, C = "us-west-2a", "us-west-2b", "us-west-2c"
 
@@ -210,3 +211,30 @@ async def test_windows_user_data_unsupported(env: Env) -> None:
     with pytest.raises(CreateError, match="Windows2022") as err:
         await env.instances.create(nc, claim, _types(), launch_tags(claim.name))
     assert err.value.reason == "InvalidUserData"
+
+
+async def test_a_create_fleet_whose_answer_was_lost_launches_once(
+    env: Env, aws_env: MotoServer
+) -> None:
+    """botocore retries the call with the same ClientToken; EC2 (and the moto server the tests
+    run, tests/aws/motofleet.py) answers the retry with the first launch's instances."""
+    lost: list[AwsCall] = []
+
+    def lose_the_first_fleet(call: AwsCall) -> Fault | None:
+        if call.action != "CreateFleet" or lost:
+            return None
+        lost.append(call)
+        return Fault("lost")
+
+    proxy = AwsFaultProxy(aws_env.endpoint, lose_the_first_fleet)
+    await proxy.start()
+    try:
+        async with AwsClients.open(REGION, endpoint_url=proxy.url) as clients:
+            templates = LaunchTemplateProvider(clients, CLUSTER_INFO)
+            instances = InstanceProvider(clients, CLUSTER_INFO, templates)
+            claim = nodeclaim()
+            inst = await instances.create(env.nodeclass, claim, _types(), launch_tags(claim.name))
+    finally:
+        await proxy.stop()
+    assert proxy.faults == 1
+    assert [i.id for i in await env.instances.list()] == [inst.id]

@@ -3,6 +3,7 @@ percentiles and the per-scenario summary it writes."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -13,16 +14,22 @@ from benchmarks.chaos import (
     GENERATION_LABEL,
     Listed,
     Workload,
+    chaos_nodepool,
+    cloud_instance,
     converged,
     drifted_away,
+    hostile_bodies,
+    ice_offerings,
     percentile,
+    sqs_batches,
     summarize,
     table,
 )
 from benchmarks.invariants import Instance
 from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
-from karpenter_py.model.labels import LABEL_NODEPOOL, TAINT_DISRUPTED_KEY
+from karpenter_py.model.labels import AWS_LABEL_INSTANCE_CPU, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY
 from tests import factories
+from tests.unit.scheduling._helpers import itype
 
 NOT_INITIALIZED = [factories.condition("Launched"), factories.condition("Initialized", "False")]
 
@@ -206,3 +213,72 @@ def test_the_instances_are_the_kwok_nodes_bare_ones_too() -> None:
         Instance("kwok://a", "a"),
         Instance("kwok://bare", "bare"),
     ]
+
+
+def test_the_aws_world_s_instances_are_moto_s_with_their_nodeclaim_tag() -> None:
+    nodes = [factories.node_dict("a", labels={KWOK_NODE_LABEL: "fake"})]
+    cloud = [
+        cloud_instance(
+            factories.ec2_instance_dict("i-1", "us-west-2b", {"karpenter.sh/nodeclaim": "c-1"})
+        ),
+        cloud_instance(factories.ec2_instance_dict("i-2", tags={"Name": "x"})),
+    ]
+    assert Listed([], nodes, [], cloud).instances() == [
+        Instance("aws:///us-west-2b/i-1", "c-1"),
+        Instance("aws:///us-west-2a/i-2", ""),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("world", "group", "kind", "cpu_key"),
+    [
+        ("kwok", "karpenter.kwok.sh", "KWOKNodeClass", "karpenter.kwok.sh/instance-cpu"),
+        ("aws", "karpenter.k8s.aws", "EC2NodeClass", "karpenter.k8s.aws/instance-cpu"),
+    ],
+)
+def test_the_chaos_pool_is_e2e_s_pool_of_the_world_with_small_types_and_no_consolidation(
+    world: Any, group: str, kind: str, cpu_key: str
+) -> None:
+    pool = chaos_nodepool(world)
+    template = pool["spec"]["template"]["spec"]
+    assert pool["metadata"] == {"name": "chaos"}
+    assert template["nodeClassRef"] == {"group": group, "kind": kind, "name": "default"}
+    assert template["requirements"] == [
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": cpu_key, "operator": "Lt", "values": ["5"]},
+    ]
+    assert pool["spec"]["disruption"] == {
+        "consolidateAfter": "Never",
+        "budgets": [{"nodes": "100%"}],
+    }
+
+
+def test_ice_fails_the_cheapest_small_on_demand_offerings_then_every_one() -> None:
+    zones = ("z1", "z2")
+    types = [
+        itype(name, cpu, 2 * cpu, zones=zones, labels={AWS_LABEL_INSTANCE_CPU: str(cpu)})
+        for name, cpu in (("a", 2), ("b", 4), ("big", 8))
+    ]
+    some, everything = ice_offerings(types, random.Random("aws-ice/0"))
+    assert some == {(t, z, "on-demand") for t in ("a", "b") for z in zones}
+    assert everything == {(t, z, "on-demand") for t in ("a", "b", "big") for z in zones}
+
+
+def test_hostile_bodies_hold_the_real_message_once_among_malformed_ones() -> None:
+    real = json.dumps({"detail-type": "EC2 Spot Instance Interruption Warning", "id": "real"})
+    bodies = hostile_bodies(random.Random("hostile-messages/0"), real, 1000)
+    assert len(bodies) == 1000
+    assert bodies.count(real) == 1
+    again = hostile_bodies(random.Random("hostile-messages/0"), real, 1000)
+    # The seed draws the same bodies; only a warning's own id and time are not the seed's.
+    assert [len(b) for b in bodies] == [len(b) for b in again]
+    assert max(len(b.encode()) for b in bodies) <= 256 * 1024
+    assert min(len(b) for b in bodies) >= 1  # SQS refuses an empty body
+    assert len(set(bodies)) < 1000  # some sent twice
+
+
+def test_sqs_batches_keep_the_order_ten_at_most_and_256_kb_together() -> None:
+    big = "x" * (200 * 1024)
+    bodies = ["a"] * 12 + [big, big, "b"]
+    assert sqs_batches(bodies) == [["a"] * 10, ["a", "a", big], [big, "b"]]

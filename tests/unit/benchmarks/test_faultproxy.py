@@ -12,16 +12,25 @@ from contextlib import asynccontextmanager
 import pytest
 
 from benchmarks.faultproxy import (
+    FAILED,
+    THROTTLED,
+    AwsCall,
+    AwsFaultProxy,
+    AwsFlaky,
+    AwsPolicy,
     ExpiringWatches,
     Fault,
     FaultProxy,
     Flaky,
+    Outage,
     Policy,
     SlowRegistration,
+    aws_call,
     is_watch,
     passthrough,
     status_body,
 )
+from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code
 from karpenter_py.kube import CONFIGMAPS, KubeClient, KubeConfig
 from karpenter_py.kube.errors import (
     GoneError,
@@ -30,6 +39,7 @@ from karpenter_py.kube.errors import (
     TooManyRequestsError,
     TransportError,
 )
+from tests.motofixture import REGION, MotoServer
 from tests.unit.kube.fakeapiserver import NS, Recorder, serve
 
 REGISTER = json.dumps({"metadata": {"labels": {"karpenter.sh/registered": "true"}}}).encode()
@@ -219,3 +229,106 @@ async def test_cut_watches_resets_an_open_stream_and_its_upstream() -> None:
         finally:
             await proxy.stop()
     assert (cuts, proxy.faults, proxy.cut_watches()) == ([1], 1, 0)
+
+
+# ----------------------------------------------------------------------------- AWS
+SIGNED = {
+    "Authorization": "AWS4-HMAC-SHA256 Credential=bench/20260101/us-west-2/ec2/aws4_request, "
+    "SignedHeaders=host;x-amz-date, Signature=0"
+}
+
+
+@pytest.mark.parametrize(
+    ("headers", "query", "body", "expected"),
+    [
+        (SIGNED, "", b"Action=CreateFleet&Version=2016-11-15", AwsCall("ec2", "CreateFleet")),
+        (
+            SIGNED,
+            "Action=DescribeInstances&Version=2016-11-15",
+            b"",
+            AwsCall("ec2", "DescribeInstances"),
+        ),
+        (
+            {
+                "Authorization": "AWS4-HMAC-SHA256 Credential=k/20260101/us-west-2/sqs/aws4_request",
+                "X-Amz-Target": "AmazonSQS.ReceiveMessage",
+            },
+            "",
+            b"{}",
+            AwsCall("sqs", "ReceiveMessage"),
+        ),
+        ({}, "", b"", AwsCall("", "")),
+    ],
+)
+def test_aws_call_names_the_service_and_action(
+    headers: dict[str, str], query: str, body: bytes, expected: AwsCall
+) -> None:
+    assert aws_call(headers, query, body) == expected
+
+
+def test_aws_flaky_fails_nothing_while_inactive_and_loses_only_losable_answers() -> None:
+    idle = AwsFlaky(random.Random(0), rate=1.0)
+    assert idle(AwsCall("ec2", "CreateFleet")) is None
+    flaky = AwsFlaky(random.Random("aws-faults/0"), rate=1.0, active=True)
+    kinds = {flaky(AwsCall("ec2", "DescribeInstances")) for _ in range(50)}
+    assert kinds == {THROTTLED, *FAILED}
+    kinds = {flaky(AwsCall("ec2", "CreateFleet")) for _ in range(50)}
+    assert kinds == {THROTTLED, *FAILED, Fault("lost")}
+
+
+def test_an_outage_resets_every_call_while_active() -> None:
+    outage = Outage()
+    assert outage(AwsCall("ec2", "CreateFleet")) is None
+    outage.active = True
+    assert outage(AwsCall("iam", "GetInstanceProfile")) == Fault("reset")
+
+
+@asynccontextmanager
+async def aws_proxied(
+    server: MotoServer, policy: AwsPolicy
+) -> AsyncIterator[tuple[AwsClients, AwsFaultProxy]]:
+    """AWS clients that reach moto through an AwsFaultProxy with ``policy``; botocore's
+    ``max_attempts`` counts retries, so each failing call is made twice."""
+    proxy = AwsFaultProxy(server.endpoint, policy)
+    await proxy.start()
+    try:
+        async with AwsClients.open(REGION, endpoint_url=proxy.url, max_attempts=1) as clients:
+            yield clients, proxy
+    finally:
+        await proxy.stop()
+
+
+def only(action: str, fault: Fault) -> AwsPolicy:
+    return lambda call: fault if call.action == action else None
+
+
+@pytest.mark.parametrize("fault", [THROTTLED, *FAILED])
+async def test_an_ec2_refusal_reaches_the_client_with_its_code(
+    aws_env: MotoServer, fault: Fault
+) -> None:
+    async with aws_proxied(aws_env, only("DescribeVpcs", fault)) as (clients, proxy):
+        with pytest.raises(Exception) as raised:
+            await clients.ec2.describe_vpcs()
+    assert error_code(raised.value) == fault.code
+    assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == fault.status  # type: ignore[attr-defined]
+    assert [call for _, call in proxy.calls] == [AwsCall("ec2", "DescribeVpcs")] * 2
+    assert proxy.faults == 2
+
+
+async def test_a_json_refusal_reaches_the_client_with_its_code(aws_env: MotoServer) -> None:
+    async with aws_proxied(aws_env, only("ListQueues", THROTTLED)) as (clients, proxy):
+        with pytest.raises(Exception) as raised:
+            await clients.sqs.list_queues()
+    assert error_code(raised.value) == "RequestLimitExceeded"
+    assert [call for _, call in proxy.calls] == [AwsCall("sqs", "ListQueues")] * 2
+
+
+async def test_a_lost_answer_took_effect(aws_env: MotoServer) -> None:
+    async with aws_proxied(aws_env, only("CreateTags", Fault("lost"))) as (clients, proxy):
+        vpc = (await clients.ec2.create_vpc(CidrBlock="10.0.0.0/16"))["Vpc"]["VpcId"]
+        with pytest.raises(Exception) as raised:
+            await clients.ec2.create_tags(Resources=[vpc], Tags=[{"Key": "k", "Value": "v"}])
+        tags = (await clients.ec2.describe_vpcs(VpcIds=[vpc]))["Vpcs"][0].get("Tags")
+    assert error_code(raised.value) == ""  # no answer: a connection error, not an AWS error
+    assert tags == [{"Key": "k", "Value": "v"}]
+    assert proxy.faults == 2
