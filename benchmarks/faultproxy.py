@@ -264,14 +264,8 @@ class _Proxy:
 
     async def _lose(self, request: web.Request, body: bytes) -> web.StreamResponse:
         """Forward the request and read the whole answer, then hang up without it."""
-        assert self._session is not None
         with contextlib.suppress(aiohttp.ClientError):
-            async with self._session.request(
-                request.method,
-                self.upstream + request.raw_path,
-                headers=_forwarded(request.headers),
-                data=body or None,
-            ) as upstream:
+            async with self._upstream(request, body) as upstream:
                 await upstream.read()
         return _hang_up(request)
 
@@ -283,14 +277,20 @@ class _Proxy:
             # controller loses its connection as it would without the proxy, no invented 500.
             return _hang_up(request)
 
-    async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
+    def _upstream(
+        self, request: web.Request, body: bytes
+    ) -> contextlib.AbstractAsyncContextManager[aiohttp.ClientResponse]:
+        """The request sent on to ``upstream``, as the session's context manager."""
         assert self._session is not None
-        async with self._session.request(
+        return self._session.request(
             request.method,
             self.upstream + request.raw_path,
             headers=_forwarded(request.headers),
             data=body or None,
-        ) as upstream:
+        )
+
+    async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        async with self._upstream(request, body) as upstream:
             answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for key, value in upstream.headers.items():
                 if key.lower() not in HOP_BY_HOP:
