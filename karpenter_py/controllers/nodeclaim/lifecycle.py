@@ -34,6 +34,7 @@ from karpenter_py.controllers.nodeclaim.liveness import (
 from karpenter_py.controllers.nodeclaim.registration import Registration
 from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
+from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODES
 from karpenter_py.launcher.launch import Launcher
@@ -170,6 +171,17 @@ class NodeClaimLifecycle(QueueController):
             return None
         if self._settled(nc):
             return None
+        try:
+            return await self._reconcile(nc)
+        except NotFoundError as e:
+            if e.name != nc.name or e.resource != NODECLAIMS.qualified:
+                raise
+            # Deleted while this pass ran (a disruption command, a user): nothing to write, and
+            # the termination finalizer, persisted before any launch, owns its instance.
+            log.info("nodeclaim gone while reconciling", extra={"nodeclaim": nc.name})
+            return None
+
+    async def _reconcile(self, nc: NodeClaim) -> Result | None:
         if FINALIZER_TERMINATION not in nc.metadata.finalizers:
             # Persist the finalizer before any instance exists, so no instance can outlive its
             # NodeClaim unnoticed.
