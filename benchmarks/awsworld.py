@@ -142,7 +142,10 @@ async def aws_world() -> AsyncIterator[AwsWorld]:
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        async with AwsClients.open(REGION, endpoint_url=endpoint, max_attempts=2) as clients:
+        # moto's threaded server now and then answers an HTML 500 under concurrent calls; the
+        # runner's and the fake kubelet's own calls retry (botocore's standard mode) rather than
+        # end a run with an error that is not the controller's.
+        async with AwsClients.open(REGION, endpoint_url=endpoint, max_attempts=4) as clients:
             await _seed_network(clients)
             await clients.iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
             queue_url = (await clients.sqs.create_queue(QueueName=QUEUE))["QueueUrl"]

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from karpenter_py.cloudprovider.aws.clients import AwsClients
-from karpenter_py.kube import NODES, KubeClient, NotFoundError
+from karpenter_py.kube import NODES, KubeClient, KubeError, NotFoundError
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import (
     KWOK_NODE_ANNOTATION,
@@ -67,11 +67,20 @@ class FakeKubelet:
                     continue
                 live.add(iid)
                 if iid not in self.nodes:
-                    await self._register(inst)
+                    await self._register_or_wait(inst)
         for iid in [i for i in self.nodes if i not in live]:
             name = self.nodes.pop(iid)
             with contextlib.suppress(NotFoundError):
                 await self.client.delete(NODES, name)
+
+    async def _register_or_wait(self, inst: dict[str, object]) -> None:
+        """Register one instance; a failure waits for the next pass and spares the others."""
+        try:
+            await self._register(inst)
+        except KubeError as e:
+            # E.g. 409 "object is being deleted": moto reuses a terminated instance's private IP,
+            # so the Node name can still belong to the old Node; a real kubelet keeps retrying.
+            log.warning("fake kubelet: registering %s failed: %s", inst["InstanceId"], e)
 
     async def _register(self, inst: dict[str, object]) -> None:
         iid = str(inst["InstanceId"])
