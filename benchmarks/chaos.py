@@ -31,6 +31,10 @@ Scenarios:
   controller's requests at once and answers 429 beyond, as an apiserver's max-requests-inflight
   does for a throttled ServiceAccount (``system:masters``, the controller's identity here, is
   never throttled by the real one).
+* ``apf-throttle``: the controller runs as a ServiceAccount (cluster-admin by RBAC, but not in
+  ``system:masters``), and for ``INFLIGHT_SECONDS`` from a seeded moment of the scale-up the
+  apiserver's API Priority and Fairness puts its requests on a level of 3 seats that rejects the
+  rest with 429 (benchmarks/apf.py); the faults are the apiserver's own rejection count.
 * ``leader-kill``: two replicas with leader election on one Lease; at a seeded moment 0.5-6 s
   into the scale-up the one holding the Lease is SIGKILLed and a new standby started; a live
   replica (usually the old standby) must take over within ``TAKEOVER_BOUND`` (the 15 s lease and
@@ -54,6 +58,9 @@ Scenarios:
   none for a seeded 3-6 s window of the scale-up; the pods land on other offerings.
 * ``aws-outage`` (AWS world): for 20 s from a seeded moment of the scale-up, every AWS call's
   connection is reset.
+* ``aws-vanish`` (AWS world): 0-8 s after the first launch, 1-3 launched instances are
+  terminated behind the controller's back (as a user or EC2 would); the fake kubelet deletes
+  their Nodes as the cloud node controller does, and their pods must run elsewhere.
 * ``hostile-messages`` (AWS world): once a NodeClaim has its instance, 1,000 malformed messages
   (bad JSON, 256 KB bodies, deep nesting, NUL characters, unknown instance IDs, some sent twice)
   go to the interruption queue with one real spot interruption warning for that instance
@@ -109,6 +116,12 @@ if __package__ in (None, ""):  # run as a script: the repo root holds benchmarks
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import hostile
+from benchmarks.apf import (
+    rejected_requests,
+    remove_leftovers,
+    service_account_token,
+    tight_priority_level,
+)
 from benchmarks.awsworld import EC2NODECLASSES, ZONES, AwsWorld, aws_world
 from benchmarks.e2e import (
     KWOKNODECLASS,
@@ -403,6 +416,19 @@ async def inflight_limit(run: Run) -> int:
     return run.proxy.faults
 
 
+async def apf_throttle(run: Run) -> int:
+    """For ``INFLIGHT_SECONDS`` from a seeded moment, the apiserver's own APF gives the
+    controller's ServiceAccount 3 seats and rejects the rest; returns the rejections."""
+    assert run.proxy is not None
+    cluster = run.cluster
+    await asyncio.sleep(run.rng.uniform(0.0, 2.0))
+    before = await rejected_requests(cluster.server, cluster.token, cluster.ssl_context())
+    async with tight_priority_level(run.client):
+        await run.during(INFLIGHT_SECONDS)
+    after = await rejected_requests(cluster.server, cluster.token, cluster.ssl_context())
+    return after - before
+
+
 async def held_registrations(run: Run) -> int:
     """The proxy holds every registration for the whole run: counted once the run is over,
     so the count is of the registrations the first pods waited on."""
@@ -496,6 +522,23 @@ async def hostile_messages(run: Run) -> int:
         detail = f"not deleted {HOSTILE_LIMIT} s after its spot interruption warning"
         run.violations.append(Violation("interruption-not-handled", claim, detail))
     return len(bodies) - 1
+
+
+async def aws_vanish(run: Run) -> int:
+    """Instances terminated behind the controller's back during the scale-up."""
+    assert run.aws is not None
+    await first_launched(run.client)
+    await asyncio.sleep(run.rng.uniform(*VANISH_AFTER))
+    launched = sorted(
+        str(pid)
+        for c in (await run.client.list(NODECLAIMS)).items
+        if (pid := (c.get("status") or {}).get("providerID"))
+    )
+    gone = run.rng.sample(launched, min(len(launched), run.rng.randint(*VANISH_COUNT)))
+    ids = [pid.rsplit("/", 1)[-1] for pid in gone]
+    await run.aws.clients.ec2.terminate_instances(InstanceIds=ids)
+    print(f"[chaos] aws-vanish: terminated {', '.join(ids)}", file=sys.stderr)
+    return len(ids)
 
 
 async def first_launched(client: KubeClient) -> tuple[str, str]:
@@ -940,6 +983,8 @@ class Scenario:
     aws_policy: Callable[[random.Random], AwsPolicy] | None = None
     # Seconds to converge at least (over ``--deadline``) for a fault that takes longer itself.
     deadline: float = 0.0
+    # The controller runs as a ServiceAccount (benchmarks/apf.py), not as system:masters.
+    service_account: bool = False
 
 
 API_FAULT_SECONDS = 10.0
@@ -969,6 +1014,8 @@ HOSTILE_MESSAGES = 1_000
 HOSTILE_LIMIT = 45.0  # seconds for the queue to drain and the interruption to be handled
 SQS_MAX_BODY = 256 * 1024
 ICE_WINDOW = (3.0, 6.0)  # seconds every offering has no capacity (seeded)
+VANISH_AFTER = (0.0, 8.0)  # seconds after the first launch (seeded): mid-scale-up to settled
+VANISH_COUNT = (1, 3)  # instances terminated behind the controller's back (seeded)
 
 SCENARIOS: Mapping[str, Scenario] = {
     s.name: s
@@ -987,6 +1034,14 @@ SCENARIOS: Mapping[str, Scenario] = {
             "watch-cuts", watch_cuts, policy=lambda rng: ExpiringWatches(rng, WATCH_EXPIRY_RATE)
         ),
         Scenario("inflight-limit", inflight_limit, policy=lambda _: passthrough),
+        # The apiserver's own APF (the proxy only counts the calls).
+        Scenario(
+            "apf-throttle",
+            apf_throttle,
+            policy=lambda _: passthrough,
+            teardown=remove_leftovers,
+            service_account=True,
+        ),
         Scenario("leader-kill", leader_kill, LEADER_ENV, replicas=2),
         Scenario("bad-input", bad_input, teardown=remove_hostile),
         Scenario(
@@ -1005,6 +1060,7 @@ SCENARIOS: Mapping[str, Scenario] = {
         ),
         Scenario("aws-ice", aws_ice, world="aws"),
         Scenario("aws-outage", aws_outage, world="aws", aws_policy=lambda _: Outage()),
+        Scenario("aws-vanish", aws_vanish, world="aws"),
         # Sending 1,000 messages (13 MB) to moto and the controller reading them through
         # take about 40 s before the interruption is handled.
         Scenario("hostile-messages", hostile_messages, world="aws", deadline=120.0),
@@ -1209,16 +1265,21 @@ async def aws_side(
 
 
 async def apiserver_side(
-    scenario: Scenario, cluster: Any, rng: random.Random, run_dir: Path
+    scenario: Scenario, cluster: Any, rng: random.Random, run_dir: Path, client: KubeClient
 ) -> tuple[FaultProxy | None, Path]:
     """The apiserver fault proxy if the scenario has a policy (started), and the kubeconfig
-    the controller uses: the proxy's, or the cluster's own."""
-    if scenario.policy is None:
+    the controller uses: the proxy's or the apiserver's, with the admin's token or the
+    scenario's ServiceAccount's."""
+    if scenario.policy is None and not scenario.service_account:
         return None, Path(cluster.kubeconfig_path)
-    proxy = FaultProxy(cluster.server, cluster.ssl_context(), scenario.policy(rng))
-    await proxy.start()
+    token = await service_account_token(client) if scenario.service_account else cluster.token
+    proxy = None
+    if scenario.policy is not None:
+        proxy = FaultProxy(cluster.server, cluster.ssl_context(), scenario.policy(rng))
+        await proxy.start()
     kubeconfig = run_dir / "kubeconfig"
-    write_kubeconfig(kubeconfig, proxy.url, cluster.ca_file.read_bytes(), cluster.token, "chaos")
+    server = proxy.url if proxy is not None else cluster.server
+    write_kubeconfig(kubeconfig, server, cluster.ca_file.read_bytes(), token, "chaos")
     return proxy, kubeconfig
 
 
@@ -1234,7 +1295,7 @@ async def one_run(
     rng = random.Random(f"{scenario.name}/{seed}")
     load = scenario.workload(rng)
     aws, aws_proxy, env = await aws_side(scenario, world, rng)
-    proxy, kubeconfig = await apiserver_side(scenario, cluster, rng, run_dir)
+    proxy, kubeconfig = await apiserver_side(scenario, cluster, rng, run_dir, client)
     controller = Controller(controller_env(kubeconfig, env), run_dir)
     stack = contextlib.AsyncExitStack()
     run = Run(

@@ -30,7 +30,6 @@ from typing import Final, Literal, Protocol
 
 from karpenter_py.aio.clock import Clock
 from karpenter_py.cloudprovider.protocol import CloudProvider
-from karpenter_py.controllers.failures import log_failure
 from karpenter_py.informer.ratelimit import default_controller_rate_limiter
 from karpenter_py.informer.workqueue import QueueClosedError, WorkQueue
 from karpenter_py.kube.client import KubeClient
@@ -38,6 +37,7 @@ from karpenter_py.kube.errors import ConflictError
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import Resource
+from karpenter_py.launcher.failures import log_failure
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 

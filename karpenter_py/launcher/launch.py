@@ -31,6 +31,7 @@ from karpenter_py.cloudprovider.errors import (
     NodeClassNotReadyError,
 )
 from karpenter_py.cloudprovider.protocol import CloudProvider
+from karpenter_py.launcher.failures import log_failure
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.instancetype import InstanceType, OfferingKey
 from karpenter_py.model.labels import (
@@ -209,9 +210,7 @@ class Launcher:
             return self._retry(uid, e.reason, str(e))
         except Exception as e:  # a provider bug or transport failure: retry, never crash
             self._cloud_error(type(e).__name__)
-            log.warning(
-                "launch failed", extra={"nodeclaim": nodeclaim.name, "error": repr(e)}, exc_info=e
-            )
+            log_failure(log, "launch failed", e, {"nodeclaim": nodeclaim.name})
             return self._retry(uid, "LaunchFailed", str(e) or type(e).__name__)
         finally:
             if self.metrics is not None:

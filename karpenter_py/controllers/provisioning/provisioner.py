@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from karpenter_py.aio.batcher import Batcher
-from karpenter_py.controllers.failures import log_failure
 from karpenter_py.controllers.runtime import Watch
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODES, PODS
+from karpenter_py.launcher.failures import log_failure
 from karpenter_py.launcher.round import Events, NodeClaimWriter, OfferingFilter, RoundRunner
 from karpenter_py.model.core import Pod
 from karpenter_py.scheduling.fromstate import solve_input

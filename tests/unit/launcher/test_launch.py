@@ -12,6 +12,7 @@ from karpenter_py.cloudprovider.errors import (
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
+from karpenter_py.kube.errors import TooManyRequestsError
 from karpenter_py.launcher.launch import Launcher, LaunchStatus, UnavailableOfferings
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
@@ -112,6 +113,25 @@ async def test_other_errors_retry_with_backoff_then_succeed() -> None:
         'karpenter_cloudprovider_errors_total{controller="nodeclaim.lifecycle",error="CreateError",method="Create",provider="fake"} 1.0'
         in rendered
     )
+
+
+@pytest.mark.parametrize(
+    ("error", "level", "traceback"),
+    [
+        # The kwok provider creates Nodes through the apiserver: a 429 there is transient.
+        (TooManyRequestsError(status=429, verb="create", resource="nodes"), "WARNING", False),
+        (TimeoutError(), "WARNING", False),
+        (RuntimeError("provider bug"), "ERROR", True),
+    ],
+)
+async def test_a_failed_create_is_logged_by_its_kind(
+    error: Exception, level: str, traceback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    outcome = await launcher(fake_cloud(error)).launch(claim())
+
+    assert outcome.status is LaunchStatus.RETRY
+    logged = [r for r in caplog.records if r.getMessage() == "launch failed"]
+    assert [(r.levelname, r.exc_info is not None) for r in logged] == [(level, traceback)]
 
 
 def types() -> list[InstanceType]:
