@@ -50,7 +50,7 @@ def _summary(types: Sequence[InstanceType]) -> dict[str, tuple[dict[str, float],
     return out
 
 
-UNCHANGED = {
+UNCHANGED: dict[str, tuple[dict[str, float], dict[str, int]]] = {
     "small": ({"on-demand": 1.0, "spot": 0.5}, {}),
     "medium": ({"on-demand": 2.0, "spot": 1.0}, {}),
 }
