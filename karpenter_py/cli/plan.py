@@ -192,9 +192,12 @@ def pool_instance_types(
     snapshot: Snapshot, catalog: Sequence[InstanceType] | PoolCatalogs
 ) -> Mapping[str, Sequence[InstanceType]]:
     """Each NodePool's instance types as the controller's rounds hand them to its decisions:
-    its catalog with the snapshot's NodeOverlays applied (``overlays.overlaid_types``)."""
+    its catalog with the snapshot's NodeOverlays applied (``overlays.overlaid_types``) over the
+    pools that may launch, as the rounds resolve them; the others' as they are."""
     catalogs = as_pool_catalogs(catalog)
-    return overlaid_types(snapshot, {name: catalogs.of(name) for name in snapshot.nodepools})
+    types = {name: catalogs.of(name) for name in snapshot.nodepools}
+    ready = {np.metadata.name or "" for np in fromstate.provisionable_pools(snapshot)}
+    return {**types, **overlaid_types(snapshot, {n: t for n, t in types.items() if n in ready})}
 
 
 # ----------------------------------------------------------------------------- output

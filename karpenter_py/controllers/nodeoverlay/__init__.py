@@ -33,6 +33,7 @@ from karpenter_py.kube.resources import NODEOVERLAYS, NODEPOOLS
 from karpenter_py.model.api.meta import CONDITION_FALSE, CONDITION_TRUE
 from karpenter_py.model.api.nodeoverlay import CONDITION_VALIDATION_SUCCEEDED, NodeOverlay
 from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.scheduling.fromstate import ready_pools
 from karpenter_py.scheduling.overlays import (
     CONFLICT_MESSAGE,
     REASON_CONFLICT,
@@ -82,10 +83,10 @@ class NodeOverlayStatus(QueueController):
     async def reconcile(self, key: str) -> Result | None:
         cluster = self.deps.cluster
         overlays = dict(cluster.overlays)
+        # The pools the decisions resolve overlays over (those that may launch now), so the
+        # status says exactly what they apply.
         pools = {
-            name: np
-            for name, np in cluster.nodepools.items()
-            if np.metadata.deletion_timestamp is None
+            np.metadata.name or "": np for np in ready_pools(cluster.nodepools, cluster.nodeclasses)
         }
         types: dict[str, Sequence[InstanceType]] = {}
         for name, np in pools.items():

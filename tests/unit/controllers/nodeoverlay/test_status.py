@@ -40,6 +40,7 @@ async def test_conditions_follow_the_resolution() -> None:
     client = FakeKube(*((NODEOVERLAYS, o) for o in overlays))
     cluster = Cluster()
     cluster.upsert_nodepool(factories.nodepool())
+    cluster.upsert_nodeclass(factories.KWOK_NODECLASS_KEY, True)
     for o in overlays:
         cluster.upsert_overlay(NodeOverlay.model_validate(o))
     cloud = FakeCloudProvider(instance_types=[itype("small", 2, 4)])
