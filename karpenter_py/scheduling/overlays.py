@@ -36,7 +36,7 @@ from karpenter_py.model.api.common import (
 from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import SelectorRequirement, normalize_label
-from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.instancetype import OVERLAID_CAPACITY, OVERLAID_PRICE, InstanceType
 from karpenter_py.model.labels import LABEL_NODEPOOL
 from karpenter_py.model.quantity import parse_resources
 from karpenter_py.scheduling.requirements import Req, Requirements, compatible
@@ -189,8 +189,9 @@ def _applied(it: InstanceType, updates: _Updates) -> InstanceType:
         else o
         for i, o in enumerate(it.offerings)
     )
+    marks = {OVERLAID_PRICE} if updates.prices else set()
     if updates.capacity is None:
-        return replace(it, offerings=offerings)
+        return replace(it, offerings=offerings, overlaid=frozenset(marks))
     added = updates.capacity.merged
     reserved = it.overhead.total()
     allocatable = dict(it.allocatable)
@@ -201,7 +202,11 @@ def _applied(it: InstanceType, updates: _Updates) -> InstanceType:
             grown = amount - it.capacity.get(name, 0)
             allocatable["memory"] = max(0, allocatable["memory"] - grown)
     return replace(
-        it, offerings=offerings, capacity={**it.capacity, **added}, allocatable=allocatable
+        it,
+        offerings=offerings,
+        capacity={**it.capacity, **added},
+        allocatable=allocatable,
+        overlaid=frozenset({*marks, OVERLAID_CAPACITY}),
     )
 
 

@@ -110,20 +110,25 @@ async def test_capacity_overlay_changes_the_launch_and_a_conflict_is_reported(
 
             await client.create(PODS, fuse_pod(ns, pool))
 
-            async def launched() -> list[str] | None:
+            async def launched() -> list[dict[str, Any]] | None:
                 claims = await claims_of(client, pool)
-                types = [
+                typed = all(
                     nc["metadata"].get("labels", {}).get("node.kubernetes.io/instance-type")
                     for nc in claims
-                ]
-                return [str(t) for t in types] if claims and all(types) else None
+                )
+                return claims if claims and typed else None
 
-            types = await eventually(launched, within=90, what="a NodeClaim launched")
-            # The kwok node has no fuse to offer, so the pod stays pending: stop it asking.
+            claims = await eventually(launched, within=90, what="a NodeClaim launched")
+            # The kwok node has no fuse to offer, so the pod stays pending: stop it asking (its
+            # empty node may then go at once: the claims were read above).
             await client.delete(PODS, "needs-fuse", namespace=ns)
-            assert set(types) == {LARGER}
-            claim = (await claims_of(client, pool))[0]
+            types = {nc["metadata"]["labels"]["node.kubernetes.io/instance-type"] for nc in claims}
+            assert types == {LARGER}
+            claim = claims[0]
             assert claim["spec"]["resources"]["requests"][FUSE] == "1"
+            annotations = claim["metadata"]["annotations"]
+            assert annotations.get("karpenter.sh/capacity-overlay-applied") == "true"
+            assert "karpenter.sh/price-overlay-applied" not in annotations
     finally:
         for name in (first, second):
             with contextlib.suppress(NotFoundError):

@@ -301,3 +301,14 @@ def test_no_overlay_hands_back_the_same_lists() -> None:
     cluster.upsert_overlay(factories.nodeoverlay("p", price="8"))
     changed = overlaid_types(cluster.snapshot(NOW), types, memo)
     assert _summary(changed["default"])["small"] == ({"on-demand": 8.0, "spot": 8.0}, {})
+
+
+def test_overlaid_types_say_what_changed() -> None:
+    overlays = [
+        factories.nodeoverlay("p", requirements=[_in(IT, "small")], price="3"),
+        factories.nodeoverlay("c", requirements=[_in(IT, "medium")], capacity={"example.com/x": 1}),
+        factories.nodeoverlay("s", requirements=[_in(IT, "medium"), _in(CT, "spot")], price="1"),
+    ]
+    out = resolve_overlays(overlays, {"default": factories.nodepool()}, {"default": _types()})
+    marks = {it.name: sorted(it.overlaid) for it in out.instance_types["default"]}
+    assert marks == {"small": ["price"], "medium": ["capacity", "price"]}
