@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the nodes Karpenter would launch for the pods in some manifests",
         description=(
             "Read Kubernetes YAML (NodePools, Pods, Deployments, StatefulSets, ReplicaSets, Jobs, "
-            "DaemonSets, Nodes with their bound pods) and print what Karpenter would launch. "
+            "DaemonSets, Nodes with their bound pods, NodeOverlays) and print what Karpenter "
+            "would launch. "
             "No cluster and no cloud account are needed."
         ),
         epilog=(
