@@ -1,5 +1,5 @@
 """Shared builders for the objects tests need: NodePools, NodeClaims, Nodes, Pods (DaemonSet
-pods too), EC2NodeClasses and PodDisruptionBudgets.
+pods too), EC2NodeClasses, PodDisruptionBudgets and NodeOverlays.
 
 Each builder makes the smallest valid object and takes the few knobs tests vary; the result is
 the real model type (parsed from the same dict shape the API server returns), so tests exercise
@@ -16,6 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod, node_from_dict, pod_from_dict
 from karpenter_py.model.labels import (
@@ -132,6 +133,36 @@ def nodepool_dict(
 
 
 nodepool = _parsed(NodePool.model_validate, nodepool_dict)
+
+
+def nodeoverlay_dict(
+    name: str,
+    *,
+    requirements: list[dict[str, Any]] | None = None,
+    weight: int | None = None,
+    price: str | None = None,
+    price_adjustment: str | None = None,
+    capacity: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A NodeOverlay as the API server holds it (empty requirements select every type)."""
+    spec: dict[str, Any] = {"requirements": requirements or []}
+    if weight is not None:
+        spec["weight"] = weight
+    if price is not None:
+        spec["price"] = price
+    if price_adjustment is not None:
+        spec["priceAdjustment"] = price_adjustment
+    if capacity is not None:
+        spec["capacity"] = capacity
+    return {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+nodeoverlay = _parsed(NodeOverlay.model_validate, nodeoverlay_dict)
 
 
 def node_labels(

@@ -87,7 +87,6 @@ from karpenter_py.cli.plan import (
     _natural,
     _price,
     _table,
-    as_pool_catalogs,
 )
 from karpenter_py.controllers.disruption.decide import Facts, evaluate, hourly_price
 from karpenter_py.controllers.disruption.types import Candidate, Command, Decision
@@ -157,10 +156,7 @@ def plan_disruption(
     """Evaluate disruption on the snapshot with the controller's decision code (``catalog``: one
     list for every pool, or ``plan_cli.load_catalogs``' per-pool ones)."""
     now = snapshot.now
-    catalogs = as_pool_catalogs(catalog)
-    instance_types: dict[str, Sequence[InstanceType]] = {
-        name: catalogs.of(name) for name in snapshot.nodepools
-    }
+    instance_types = plan_cli.pool_instance_types(snapshot, catalog)
     facts = Facts(
         snapshot=snapshot,
         instance_types=instance_types,
@@ -334,6 +330,7 @@ def run_disruption(
     output: OutputFormat = "table",
     options: SolveOptions | None = None,
     now: str | None = None,
+    node_overlay: bool = False,
     stdout: TextIO,
     stderr: TextIO,
 ) -> int:
@@ -342,7 +339,7 @@ def run_disruption(
         manifests = load_manifests(files)
         # A dump lists the pods its workloads made: workloads are not expanded here.
         objects = manifests.cluster.without_workloads()
-        cluster, warnings = build_cluster(objects, at, disruption=True)
+        cluster, warnings = build_cluster(objects, at, disruption=True, node_overlay=node_overlay)
         for warning in (*manifests.warnings, *warnings):
             print(f"warning: {warning}", file=stderr)
         # Without NodePools the decision still runs: no node is a candidate, and each one is

@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the nodes Karpenter would launch for the pods in some manifests",
         description=(
             "Read Kubernetes YAML (NodePools, Pods, Deployments, StatefulSets, ReplicaSets, Jobs, "
-            "DaemonSets, Nodes with their bound pods) and print what Karpenter would launch. "
+            "DaemonSets, Nodes with their bound pods, NodeOverlays) and print what Karpenter "
+            "would launch. "
             "No cluster and no cloud account are needed."
         ),
         epilog=(
@@ -123,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="as Karpenter's PREFERENCE_POLICY: honour or ignore preferred affinities (default Respect)",
     )
     plan.add_argument(
+        "--feature-gates",
+        metavar="GATES",
+        help="as the controller's --feature-gates / FEATURE_GATES (this flag wins over the "
+        "variable), e.g. NodeOverlay=true: NodeOverlays in the input then adjust prices and "
+        "capacity",
+    )
+    plan.add_argument(
         "--min-values-policy",
         choices=("Strict", "BestEffort"),
         default="Strict",
@@ -157,6 +165,13 @@ def _plan(args: argparse.Namespace) -> int:
     if args.now is not None and not args.disruption:
         print("error: --now needs --disruption", file=sys.stderr)
         return EXIT_USAGE
+    from karpenter_py.manager.settings import SettingsError, load_feature_gates
+
+    try:
+        gates = load_feature_gates(cast("str | None", args.feature_gates), os.environ)
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     if args.disruption:
         from karpenter_py.cli.disruption import run_disruption
 
@@ -166,6 +181,7 @@ def _plan(args: argparse.Namespace) -> int:
             output=args.output,
             options=options,
             now=cast("str | None", args.now),
+            node_overlay=gates.node_overlay,
             stdout=sys.stdout,
             stderr=sys.stderr,
         )
@@ -176,6 +192,7 @@ def _plan(args: argparse.Namespace) -> int:
         instance_types=cast("str | None", args.instance_types),
         output=args.output,
         options=options,
+        node_overlay=gates.node_overlay,
         stdout=sys.stdout,
         stderr=sys.stderr,
     )

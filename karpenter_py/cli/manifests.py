@@ -36,6 +36,8 @@ Kinds and what happens to them:
   family, kubelet settings (or the NodePool's v1beta1 kubelet annotation) and root volume /
   instance store settings, as the controller does. AMIs, subnets and security groups are not
   resolved. ``KWOKNodeClass``: validated and otherwise unused.
+* ``NodeOverlay`` (karpenter.sh/v1alpha1): validated and kept; with the ``NodeOverlay`` feature
+  gate on, it adjusts the instance types' prices and capacity as the controller does.
 * ``List`` (what ``kubectl get -o yaml`` prints) and API list responses (``PodList``, ...): their
   items are read as documents.
 * ``Namespace`` (v1): its labels feed pod-affinity ``namespaceSelector``s.
@@ -79,6 +81,7 @@ from karpenter_py.model.api import convert, v1beta1
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import (
     Node,
@@ -165,6 +168,7 @@ API_VERSIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "NodeClaim": ("karpenter.sh/v1", "karpenter.sh/v1beta1"),
     "EC2NodeClass": ("karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"),
     "KWOKNodeClass": ("karpenter.kwok.sh/v1alpha1",),
+    "NodeOverlay": ("karpenter.sh/v1alpha1",),
     "PersistentVolumeClaim": ("v1",),
     "PersistentVolume": ("v1",),
     "StorageClass": ("storage.k8s.io/v1",),
@@ -369,6 +373,7 @@ class ClusterObjects:
     storage: StorageObjects = field(default_factory=StorageObjects)
     # Labels of the declared Namespaces (with the kubernetes.io/metadata.name label).
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    overlays: tuple[tuple[NodeOverlay, Source], ...] = ()
 
     def without_workloads(self) -> ClusterObjects:
         """Only the pods of Pod documents: a cluster dump lists the pods its workloads made."""
@@ -422,6 +427,7 @@ class _Collector:
     # v1beta1 NodeClaim documents, read once every NodePool is known.
     v1beta1_claims: list[tuple[JSON, Source]] = field(default_factory=list)
     ec2nodeclasses: dict[str, tuple[EC2NodeClass, Source]] = field(default_factory=dict)
+    overlays: dict[str, tuple[NodeOverlay, Source]] = field(default_factory=dict)
 
     def claim_pod_name(self, key: str, source: Source) -> None:
         earlier = self.pod_sources.get(key)
@@ -655,6 +661,16 @@ def _register(
     table[key] = (value, source)
 
 
+def _read_overlay(col: _Collector, doc: JSON, source: Source) -> None:
+    try:
+        overlay = NodeOverlay.model_validate(doc)
+    except ValidationError as err:
+        raise validation_error(source, err) from None
+    if not overlay.metadata.name:
+        raise source.error("name is required", "metadata.name")
+    _register(col.overlays, overlay.metadata.name, overlay, source, "NodeOverlay")
+
+
 def _read_pvc(col: _Collector, doc: JSON, source: Source) -> None:
     pvc = pvc_from_dict(doc, "")
     _register(col.pvcs, pvc.key, pvc, source, "PersistentVolumeClaim")
@@ -679,6 +695,7 @@ _READERS: Final[Mapping[str, Callable[[_Collector, JSON, Source], None]]] = {
     "NodeClaim": _read_nodeclaim,
     "EC2NodeClass": _read_nodeclass,
     "KWOKNodeClass": _read_nodeclass,
+    "NodeOverlay": _read_overlay,
     "PersistentVolumeClaim": _read_pvc,
     "PersistentVolume": _read_pv,
     "StorageClass": _read_storage_class,
@@ -819,6 +836,7 @@ def _finish(col: _Collector) -> Manifests:
             pdbs=tuple(col.pdbs),
             storage=storage,
             namespaces=dict(col.namespaces),
+            overlays=tuple(col.overlays.values()),
         ),
         warnings=col.warnings,
         workload_warnings=workload_warnings,

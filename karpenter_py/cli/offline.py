@@ -158,14 +158,27 @@ def refresh_conditions(
 
 
 def build_cluster(
-    objects: ClusterObjects, now: datetime, *, disruption: bool = False
+    objects: ClusterObjects,
+    now: datetime,
+    *,
+    disruption: bool = False,
+    node_overlay: bool = False,
 ) -> tuple[Cluster, list[str]]:
     """The objects in a Cluster, with what the controllers would have added (see the module
     docstring), and the warnings about what the cluster leaves out or idle (``disruption``:
-    also about what only disruption reads)."""
+    also about what only disruption reads). NodeOverlays go in only with ``node_overlay`` (the
+    feature gate), as the controller reflects them only then."""
     cluster = Cluster()
     warnings: list[str] = []
     _add_nodepools(cluster, objects, warnings)
+    for overlay, source in objects.overlays:
+        if node_overlay:
+            cluster.upsert_overlay(overlay)
+        else:
+            warnings.append(
+                f"{source.describe()}: ignored: the NodeOverlay feature gate is off "
+                "(FEATURE_GATES or --feature-gates NodeOverlay=true turns it on)"
+            )
     _add_nodes(cluster, objects, now, warnings, disruption=disruption)
     node_names = _node_names(cluster, objects, now)
     for pod, source in objects.pods:

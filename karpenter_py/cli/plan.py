@@ -33,6 +33,7 @@ from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling import fromstate
 from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
+from karpenter_py.scheduling.overlays import overlaid_types
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
 from karpenter_py.state.snapshot import Snapshot
 
@@ -180,12 +181,23 @@ def solve_input(
     """The controller's solver input for the snapshot (``fromstate.solve_input``). Every pool may
     use its whole catalog (one list for all, or ``load_catalogs``' per-pool ones): the solver
     filters by each pool's requirements."""
-    catalogs = as_pool_catalogs(catalog)
     return fromstate.solve_input(
         snapshot,
-        instance_types={name: catalogs.of(name) for name in snapshot.nodepools},
+        instance_types=pool_instance_types(snapshot, catalog),
         options=options or SolveOptions(),
     )
+
+
+def pool_instance_types(
+    snapshot: Snapshot, catalog: Sequence[InstanceType] | PoolCatalogs
+) -> Mapping[str, Sequence[InstanceType]]:
+    """Each NodePool's instance types as the controller's rounds hand them to its decisions:
+    its catalog with the snapshot's NodeOverlays applied (``overlays.overlaid_types``) over the
+    pools that may launch, as the rounds resolve them; the others' as they are."""
+    catalogs = as_pool_catalogs(catalog)
+    types = {name: catalogs.of(name) for name in snapshot.nodepools}
+    ready = {np.metadata.name or "" for np in fromstate.provisionable_pools(snapshot)}
+    return {**types, **overlaid_types(snapshot, {n: t for n, t in types.items() if n in ready})}
 
 
 # ----------------------------------------------------------------------------- output
@@ -337,13 +349,15 @@ def run_plan(
     instance_types: str | None = None,
     output: OutputFormat = "table",
     options: SolveOptions | None = None,
+    node_overlay: bool = False,
     stdout: TextIO,
     stderr: TextIO,
 ) -> int:
+    """``node_overlay``: the NodeOverlay feature gate, read as the controller reads it."""
     try:
         manifests = load_manifests(files)
         now = datetime.now(UTC)
-        cluster, warnings = build_cluster(manifests.cluster, now)
+        cluster, warnings = build_cluster(manifests.cluster, now, node_overlay=node_overlay)
         for warning in (*manifests.warnings, *manifests.workload_warnings, *warnings):
             print(f"warning: {warning}", file=stderr)
         if not has_target(manifests.cluster):

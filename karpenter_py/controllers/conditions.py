@@ -2,7 +2,7 @@
 applying them to the stored list, as operatorpkg does for upstream's controllers.
 
 Shared by the controller packages that own an object's conditions (``nodepool.readiness``,
-``nodeclass.status``), which never import each other.
+``nodeclass.status``, ``nodeoverlay``), which never import each other.
 """
 
 from __future__ import annotations
@@ -68,3 +68,14 @@ def set_conditions(
             observed_generation=generation,
         )
     return out, changed
+
+
+def conditions_patch(resource_version: str, conditions: Sequence[Condition]) -> dict[str, object]:
+    """A status merge patch replacing ``status.conditions`` only, conditional on the
+    resourceVersion the list was computed from (when known)."""
+    patch: dict[str, object] = {
+        "status": {"conditions": [c.model_dump(mode="json", by_alias=True) for c in conditions]}
+    }
+    if resource_version:
+        patch["metadata"] = {"resourceVersion": resource_version}
+    return patch

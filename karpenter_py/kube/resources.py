@@ -65,6 +65,7 @@ PODDISRUPTIONBUDGETS: Final = Resource(
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
 NODEPOOLS: Final = Resource("karpenter.sh", "v1", "nodepools", False, "NodePool")
 NODECLAIMS: Final = Resource("karpenter.sh", "v1", "nodeclaims", False, "NodeClaim")
+NODEOVERLAYS: Final = Resource("karpenter.sh", "v1alpha1", "nodeoverlays", False, "NodeOverlay")
 EC2NODECLASSES: Final = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", False, "EC2NodeClass")
 KWOKNODECLASSES: Final = Resource(
     "karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses", False, "KWOKNodeClass"

@@ -13,9 +13,12 @@ from karpenter_py.model.api.convert import KUBELET_ANNOTATION
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Taint
 from karpenter_py.model.hashing import nodeclaim_template_hash
+from karpenter_py.model.instancetype import OVERLAID_CAPACITY, OVERLAID_PRICE
 from karpenter_py.model.labels import (
+    ANNOTATION_CAPACITY_OVERLAY_APPLIED,
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
+    ANNOTATION_PRICE_OVERLAY_APPLIED,
     FINALIZER_TERMINATION,
     LABEL_HOSTNAME,
     LABEL_NODEPOOL,
@@ -77,6 +80,14 @@ def nodeclaim_body(nc: NewNodeClaim, np: NodePool) -> Raw:
     kubelet = np.metadata.annotations.get(KUBELET_ANNOTATION)
     if kubelet is not None:
         annotations[KUBELET_ANNOTATION] = kubelet
+    # As upstream's NodeClaim template: say when overlays shaped the options (the AWS provider
+    # launches such a claim in the order of the overlaid prices upstream).
+    for mark, key in (
+        (OVERLAID_PRICE, ANNOTATION_PRICE_OVERLAY_APPLIED),
+        (OVERLAID_CAPACITY, ANNOTATION_CAPACITY_OVERLAY_APPLIED),
+    ):
+        if any(mark in it.overlaid for it in nc.instance_types):
+            annotations[key] = "true"
     annotations[ANNOTATION_NODEPOOL_HASH] = nodepool_hash(np)
     annotations[ANNOTATION_NODEPOOL_HASH_VERSION] = NODEPOOL_HASH_VERSION
     requirements: list[Mapping[str, object]] = []

@@ -31,6 +31,7 @@ from karpenter_py.model.labels import ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED
 from karpenter_py.scheduling.fromstate import ExistingMemo, nodeclass_key, provisionable_pools
 from karpenter_py.scheduling.inputs import SolveInput
 from karpenter_py.scheduling.instances import IndexCache
+from karpenter_py.scheduling.overlays import OverlayMemo, overlaid_types
 from karpenter_py.scheduling.plan import NewNodeClaim, Plan
 from karpenter_py.scheduling.scheduler import solve
 from karpenter_py.state.cluster import Cluster
@@ -72,11 +73,13 @@ class RoundRunner:
     nomination_seconds: float = 20.0
     indexes: IndexCache = field(default_factory=IndexCache)
     existing: ExistingMemo = field(default_factory=ExistingMemo)
+    overlays: OverlayMemo = field(default_factory=OverlayMemo)
 
     # ------------------------------------------------------------------ facts
-    async def instance_types(self, snapshot: Snapshot) -> dict[str, list[InstanceType]]:
+    async def instance_types(self, snapshot: Snapshot) -> Mapping[str, Sequence[InstanceType]]:
         """Instance types of every NodePool that may launch now (NodeClass present and Ready,
-        not being deleted), unavailable offerings masked. Pools left out are logged."""
+        not being deleted), unavailable offerings masked, the snapshot's NodeOverlays applied
+        (``scheduling.overlays``, as ``plan`` applies them). Pools left out are logged."""
         ready = {np.metadata.name or "": np for np in provisionable_pools(snapshot)}
         for name, np in snapshot.nodepools.items():
             if name not in ready and np.metadata.deletion_timestamp is None:
@@ -85,7 +88,7 @@ class RoundRunner:
                     "skipping nodepool: its nodeclass is missing or not Ready",
                     extra={"nodepool": name, "nodeclass": f"{kind}/{nc}"},
                 )
-        return await self.types_for(ready)
+        return overlaid_types(snapshot, await self.types_for(ready), self.overlays)
 
     async def types_for(self, nodepools: Mapping[str, NodePool]) -> dict[str, list[InstanceType]]:
         out: dict[str, list[InstanceType]] = {}

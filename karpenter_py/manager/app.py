@@ -29,6 +29,7 @@ from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
 from karpenter_py.controllers.nodeclaim.podevents import NodeClaimPodEvents
 from karpenter_py.controllers.nodeclaim.tagging import NodeClaimTagging
 from karpenter_py.controllers.nodeclass.status import KubernetesVersion, NodeClassStatus
+from karpenter_py.controllers.nodeoverlay import NodeOverlayStatus
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
 from karpenter_py.controllers.nodepool.readiness import NodePoolReadiness
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
@@ -49,6 +50,7 @@ from karpenter_py.kube.resources import (
     KWOKNODECLASSES,
     NAMESPACES,
     NODECLAIMS,
+    NODEOVERLAYS,
     NODEPOOLS,
     NODES,
     PERSISTENTVOLUMECLAIMS,
@@ -81,6 +83,7 @@ from karpenter_py.state.ingest import (
     DaemonSetSink,
     NodeClaimSink,
     NodeClassSink,
+    NodeOverlaySink,
     NodePoolSink,
     NodeSink,
     PDBSink,
@@ -157,6 +160,9 @@ class App:
         self.clock = clock or RealClock()
         self.metrics = metrics or Metrics()
         self.cluster = Cluster()
+        if settings.feature_gates.node_overlay:
+            # Decisions wait for the overlays too: a round before them would price types wrong.
+            self.cluster.require(NodeOverlaySink.kind)
         self.cloud = (
             cloud
             or (aws.provider if aws is not None else None)
@@ -238,7 +244,13 @@ class App:
             NodeClaimPodEvents(deps),
             NodeClaimConsistency(deps),
             *self._aws_controllers(),
+            *self._gated_controllers(),
         ]
+
+    def _gated_controllers(self) -> list[Controller]:
+        """Controllers of alpha features, present only with their feature gate on."""
+        gates = self.settings.feature_gates
+        return [NodeOverlayStatus(self.deps)] if gates.node_overlay else []
 
     def _aws_controllers(self) -> list[Controller]:
         """EC2NodeClass status, instance tagging, interruption and the refresh of the provider's
@@ -291,6 +303,8 @@ class App:
             *self._nodeclass_kinds(),
             Kind(NAMESPACES, [CallbackSink(on_upsert=self._on_namespace)]),
         ]
+        if self.settings.feature_gates.node_overlay:
+            kinds.append(Kind(NODEOVERLAYS, [NodeOverlaySink(c)]))
         watches = [
             *self.scheduling_metrics.watches(),
             *(watch for controller in self.controllers for watch in controller.watches()),

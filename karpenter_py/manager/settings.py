@@ -25,6 +25,7 @@ Differences from upstream, on purpose:
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -492,6 +493,15 @@ def load_settings(
         return Settings(**values)
     except ValidationError as e:  # pragma: no cover - the checks above mirror the model's
         raise SettingsError(f"invalid settings: {e}") from None
+
+
+def load_feature_gates(flag: str | None, env: Mapping[str, str]) -> FeatureGates:
+    """The feature gates alone, read exactly as :func:`load_settings` reads them: ``flag`` (the
+    ``--feature-gates`` value, None when not given) over ``FEATURE_GATES`` over the defaults.
+    For commands that decide as the controller would (``karpenter-py plan``)."""
+    argv = [] if flag is None else [f"--feature-gates={flag}"]
+    gates_env = {k: v for k, v in env.items() if k == "FEATURE_GATES"}
+    return load_settings(argv, gates_env, namespace_file=Path(os.devnull)).feature_gates
 
 
 def _check_relations(values: Mapping[str, Any], origin: Mapping[str, str]) -> None:

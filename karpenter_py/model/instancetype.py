@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE
 from karpenter_py.model.quantity import Resources
+
+# InstanceType.overlaid marks: what NodeOverlays changed of a type (scheduling.overlays).
+OVERLAID_PRICE: Final = "price"
+OVERLAID_CAPACITY: Final = "capacity"
 
 # One offering of one instance type, as the ICE cache and cloud errors name it.
 OfferingKey = tuple[str, str, str]  # instance type, zone, capacity type
@@ -62,6 +67,8 @@ class InstanceType:
     overhead: Overhead
     offerings: tuple[Offering, ...]
     allocatable: Mapping[str, int]
+    # What NodeOverlays changed: OVERLAID_PRICE and/or OVERLAID_CAPACITY.
+    overlaid: frozenset[str] = frozenset()
 
     def available_offerings(self) -> tuple[Offering, ...]:
         return tuple(o for o in self.offerings if o.available)

@@ -44,6 +44,9 @@ ANNOTATION_NODEPOOL_HASH_VERSION: Final = "karpenter.sh/nodepool-hash-version"
 NODEPOOL_HASH_VERSION: Final = "v3"
 ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP: Final = "karpenter.sh/nodeclaim-termination-timestamp"
 ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED: Final = "karpenter.sh/nodeclaim-min-values-relaxed"
+# "true" on a NodeClaim some of whose instance types a NodeOverlay priced / gave capacity.
+ANNOTATION_PRICE_OVERLAY_APPLIED: Final = "karpenter.sh/price-overlay-applied"
+ANNOTATION_CAPACITY_OVERLAY_APPLIED: Final = "karpenter.sh/capacity-overlay-applied"
 ANNOTATION_COMPATIBILITY_PROVIDER: Final = "compatibility.karpenter.sh/provider"
 
 # --- taints

@@ -244,11 +244,17 @@ def nodeclass_key(np: NodePool) -> tuple[str, str, str]:
 
 def provisionable_pools(snapshot: Snapshot) -> list[NodePool]:
     """NodePools that may launch now: not being deleted, NodeClass present and Ready."""
+    return ready_pools(snapshot.nodepools, snapshot.nodeclasses)
+
+
+def ready_pools(
+    nodepools: Mapping[str, NodePool], nodeclasses: Mapping[tuple[str, str, str], bool]
+) -> list[NodePool]:
+    """``provisionable_pools`` over the cluster's own maps (no snapshot needed)."""
     return [
         np
-        for np in snapshot.nodepools.values()
-        if np.metadata.deletion_timestamp is None
-        and snapshot.nodeclasses.get(nodeclass_key(np), False)
+        for np in nodepools.values()
+        if np.metadata.deletion_timestamp is None and nodeclasses.get(nodeclass_key(np), False)
     ]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod
 from karpenter_py.model.storage import (
@@ -38,6 +39,9 @@ class Cluster:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.invalid: dict[str, str] = {}
         self.nodeclasses: dict[NodeClassKey, bool] = {}  # -> Ready
+        self.overlays: dict[str, NodeOverlay] = {}  # name -> NodeOverlay (gate NodeOverlay)
+        # The kinds ``synced()`` waits for: KINDS, and those a feature gate adds (``require``).
+        self.kinds: tuple[str, ...] = KINDS
         self.pdbs: dict[
             str, PodDisruptionBudget
         ] = {}  # "kind/key" -> why the object could not be parsed
@@ -76,11 +80,16 @@ class Cluster:
     def mark_synced(self, kind: str) -> None:
         self._synced.add(kind)
 
+    def require(self, kind: str) -> None:
+        """Make ``synced()`` wait for ``kind`` too (a kind only an enabled feature reflects)."""
+        if kind not in self.kinds:
+            self.kinds = (*self.kinds, kind)
+
     def synced(self) -> bool:
-        return all(k in self._synced for k in KINDS)
+        return all(k in self._synced for k in self.kinds)
 
     def unsynced(self) -> list[str]:
-        return [k for k in KINDS if k not in self._synced]
+        return [k for k in self.kinds if k not in self._synced]
 
     # ------------------------------------------------------------------ mutators
     def upsert_node(self, node: Node) -> None:
@@ -182,6 +191,14 @@ class Cluster:
 
     def delete_nodeclass(self, key: NodeClassKey) -> None:
         self.nodeclasses.pop(key, None)
+        self.generation += 1
+
+    def upsert_overlay(self, overlay: NodeOverlay) -> None:
+        self.overlays[overlay.metadata.name or ""] = overlay
+        self.generation += 1
+
+    def delete_overlay(self, name: str) -> None:
+        self.overlays.pop(name, None)
         self.generation += 1
 
     def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
@@ -367,6 +384,7 @@ class Cluster:
                 classes=dict(self.storage_classes),
             ),
             pdbs=dict(self.pdbs),
+            overlays=dict(self.overlays),
         )
 
 

@@ -14,6 +14,7 @@ from typing import Generic, TypeVar, cast
 from pydantic import BaseModel, ValidationError
 
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import (
     Node,
@@ -152,6 +153,18 @@ class NodePoolSink(_StoredSink[NodePool]):
             c.delete_nodepool,
             forget_unparseable=True,
         )
+
+
+class NodeOverlaySink(_StoredSink[NodeOverlay]):
+    """NodeOverlays (reflected only with the NodeOverlay gate on). One that stops parsing is
+    dropped: an overlay applied as it once was would price instance types as nobody asked."""
+
+    kind = "nodeoverlays"
+
+    def __init__(self, cluster: Cluster) -> None:
+        c = cluster
+        parse = NodeOverlay.model_validate
+        super().__init__(c, parse, c.upsert_overlay, c.delete_overlay, forget_unparseable=True)
 
 
 def daemonset_template(obj: RawObject) -> Pod:

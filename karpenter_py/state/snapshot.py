@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
 from karpenter_py.model.storage import StorageObjects
@@ -61,6 +62,8 @@ class Snapshot:
     storage: StorageObjects = field(default_factory=StorageObjects)
     # namespace/name -> PodDisruptionBudget, for disruption's pod-level checks.
     pdbs: Mapping[str, PodDisruptionBudget] = field(default_factory=dict)
+    # name -> NodeOverlay (only when the NodeOverlay gate is on: nothing else feeds them in).
+    overlays: Mapping[str, NodeOverlay] = field(default_factory=dict)
     # ``pdbs`` by namespace, each sorted by key, built on first use: a pod is checked against
     # its namespace's PDBs only (900 PDBs x 100,000 pods was most of a disruption pass), and
     # what-if copies (``without``) that never ask do not pay for it.

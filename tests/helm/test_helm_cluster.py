@@ -27,6 +27,7 @@ CRDS = [
     "ec2nodeclasses.karpenter.k8s.aws",
     "kwoknodeclasses.karpenter.kwok.sh",
     "nodeclaims.karpenter.sh",
+    "nodeoverlays.karpenter.sh",
     "nodepools.karpenter.sh",
 ]
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

@@ -46,7 +46,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
-from karpenter_py.controllers.conditions import ready_rollup, set_conditions
+from karpenter_py.controllers.conditions import conditions_patch, ready_rollup, set_conditions
 from karpenter_py.controllers.runtime import EVERY_NODECLASS, QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
@@ -217,17 +217,6 @@ def raw_conditions(obj: KubeObject) -> list[Condition]:
         except ValidationError:
             continue
     return out
-
-
-def conditions_patch(resource_version: str, conditions: Sequence[Condition]) -> KubeObject:
-    """A status merge patch replacing ``status.conditions`` only, conditional on the
-    resourceVersion the list was computed from (when known)."""
-    patch: KubeObject = {
-        "status": {"conditions": [c.model_dump(mode="json", by_alias=True) for c in conditions]}
-    }
-    if resource_version:
-        patch["metadata"] = {"resourceVersion": resource_version}
-    return patch
 
 
 def nodeclass_identity(obj: KubeObject) -> tuple[str | None, str | None, str]:

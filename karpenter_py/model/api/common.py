@@ -475,6 +475,21 @@ REQUIREMENTS_CEL: Final = (
 )
 
 
+def operator_values_problem(
+    operator: object, values: Sequence[str], *, need_values: tuple[str, ...] = ("In",)
+) -> str | None:
+    """Why ``values`` do not fit ``operator`` (the Python side of the requirement CEL rules):
+    the ``need_values`` operators need at least one value, Gt/Lt/Gte/Lte exactly one
+    non-negative integer."""
+    if operator in need_values and not values:
+        return f"operator {operator} needs at least one value"
+    if operator in NUMERIC_OPERATORS and (
+        len(values) != 1 or _NON_NEGATIVE_INT.match(values[0]) is None
+    ):
+        return f"operator {operator} needs exactly one value, a non-negative integer (got {values})"
+    return None
+
+
 class NodeSelectorRequirement(KubeModel):
     """A plain node selector requirement (as resolved into EC2NodeClass status)."""
 
@@ -515,16 +530,9 @@ class NodeSelectorRequirementWithMinValues(KubeModel):
     @field_validator("values")
     @classmethod
     def _values_fit_operator(cls, values: list[str], info: ValidationInfo) -> list[str]:
-        operator = info.data.get("operator")
-        if operator == "In" and not values:
-            raise ValueError("operator In needs at least one value")
-        if operator in NUMERIC_OPERATORS and (
-            len(values) != 1 or _NON_NEGATIVE_INT.match(values[0]) is None
-        ):
-            raise ValueError(
-                f"operator {operator} needs exactly one value, a non-negative integer "
-                f"(got {values})"
-            )
+        problem = operator_values_problem(info.data.get("operator"), values)
+        if problem is not None:
+            raise ValueError(problem)
         return values
 
     @field_validator("min_values")

@@ -23,6 +23,7 @@ from karpenter_py.model.api.base import CEL_RULES, CRD_DEFAULT, CRD_REQUIRED, JS
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
+from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.api.v1beta1 import EC2NodeClass as EC2NodeClassV1beta1
 from karpenter_py.model.api.v1beta1 import NodeClaim as NodeClaimV1beta1
@@ -124,6 +125,7 @@ class Kind:
 
 _READY = '.status.conditions[?(@.type=="Ready")].status'
 _AGE = PrinterColumn("Age", ".metadata.creationTimestamp", "date")
+_READY_COLUMN = PrinterColumn("Ready", _READY)
 
 KINDS: Final = (
     Kind(
@@ -188,6 +190,16 @@ KINDS: Final = (
         model=KWOKNodeClass,
         plural="kwoknodeclasses",
         short_names=("kwoknc", "kwokncs"),
+    ),
+    Kind(
+        model=NodeOverlay,
+        plural="nodeoverlays",
+        short_names=("overlays",),
+        printer_columns=(
+            _READY_COLUMN,
+            _AGE,
+            PrinterColumn("Weight", ".spec.weight", "integer", 1),
+        ),
     ),
 )
 

@@ -13,6 +13,7 @@ from karpenter_py.cli.main import main
 from karpenter_py.cli.offline import computed_disruptions_allowed
 from karpenter_py.model.core import pod_from_dict
 from karpenter_py.model.fields import ParseError
+from tests import factories
 from tests.unit.cli.conftest import Writer, kwok_record, nodepool
 
 REPO = Path(__file__).resolve().parents[3]
@@ -711,3 +712,53 @@ def test_help_documents_the_offline_rules(capsys: pytest.CaptureFixture[str]) ->
         "percentages rounded up",
     ):
         assert phrase in text
+
+
+# ----------------------------------------------------------------------------- NodeOverlay
+
+
+@pytest.mark.parametrize(
+    ("gates", "commands", "cost", "left"),
+    [
+        # Gate off: the overlay is ignored and the 4-cpu node is replaced by the 2-cpu type.
+        (
+            "NodeOverlay=false",
+            [("single-node-consolidation", "Underutilized", ["a"], [C2], 0.08)],
+            {"before": 0.16, "after": 0.08},
+            {},
+        ),
+        # On: the node's own type now costs 0.05, below any replacement: nothing to do.
+        (
+            "NodeOverlay=true",
+            [],
+            {"before": 0.05, "after": 0.05},
+            {
+                "a": "no cheaper replacement: cheapest option c-4x-amd64-linux at $0.0500/h >= "
+                "current $0.0500/h"
+            },
+        ),
+    ],
+)
+def test_an_overlay_price_is_what_consolidation_compares(
+    capsys: pytest.CaptureFixture[str],
+    write: Writer,
+    kwok: str,
+    gates: str,
+    commands: list[Any],
+    cost: dict[str, float],
+    left: dict[str, str],
+) -> None:
+    overlay = factories.nodeoverlay_dict(
+        "savings-plan",
+        requirements=[
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [C4]}
+        ],
+        price="0.05",
+    )
+    docs = (pool(), *managed("a"), bound("pa", "a"), overlay)
+    data = run_json(
+        capsys, "-f", write(*docs), "--instance-types", kwok, "--now", NOW, "--feature-gates", gates
+    )
+    assert shapes(data) == commands
+    assert data["cost"] == cost
+    assert unchanged(data) == left

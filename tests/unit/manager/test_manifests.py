@@ -90,6 +90,8 @@ def test_rbac_grants_what_the_controllers_need():
     for resource in ("nodepools", "nodeclaims"):
         assert {("karpenter.sh", resource, v) for v in crud} <= g
         assert ("karpenter.sh", f"{resource}/status", "patch") in g
+    assert {("karpenter.sh", "nodeoverlays", v) for v in ("get", "list", "watch")} <= g
+    assert ("karpenter.sh", "nodeoverlays/status", "patch") in g
     assert {("", "nodes", v) for v in crud} <= g
     assert {("", "pods", v) for v in ("get", "list", "watch")} <= g
     assert ("", "pods/eviction", "create") in g

@@ -18,7 +18,7 @@ from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import EC2NODECLASSES, KWOKNODECLASSES, NODES, PODS
 from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.manager.app import App
-from karpenter_py.manager.settings import Settings
+from karpenter_py.manager.settings import Settings, parse_feature_gates
 from karpenter_py.manager.wiring import Kind, kind_sinks
 from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.state.cluster import Cluster
@@ -151,3 +151,22 @@ def test_the_app_keeps_one_list_of_controllers_and_one_reflector_per_kind() -> N
         "kwoknodeclasses",
         "namespaces",
     ]
+
+
+@pytest.mark.parametrize(
+    ("gates", "controller", "reflector", "synced_waits_for_overlays"),
+    [
+        # Gate off (upstream's default): NodeOverlays are neither watched nor waited for.
+        ("", False, False, False),
+        ("NodeOverlay=true", True, True, True),
+    ],
+)
+def test_node_overlays_are_wired_only_with_their_gate(
+    gates: str, controller: bool, reflector: bool, synced_waits_for_overlays: bool
+) -> None:
+    settings = Settings(feature_gates=parse_feature_gates(gates))
+    app = App(settings, KubeClient(KubeConfig(server="https://127.0.0.1:1")))
+
+    assert ("nodeoverlay" in [c.name for c in app.controllers]) is controller
+    assert ("nodeoverlays" in [r.name for r in app.reflectors]) is reflector
+    assert ("nodeoverlays" in app.cluster.unsynced()) is synced_waits_for_overlays

@@ -27,6 +27,7 @@ FILES = {
     "karpenter.sh_nodeclaims.yaml",
     "karpenter.k8s.aws_ec2nodeclasses.yaml",
     "karpenter.kwok.sh_kwoknodeclasses.yaml",
+    "karpenter.sh_nodeoverlays.yaml",
 }
 
 
@@ -159,6 +160,7 @@ NP = "karpenter.sh_nodepools.yaml"
 NC = "karpenter.sh_nodeclaims.yaml"
 EC2 = "karpenter.k8s.aws_ec2nodeclasses.yaml"
 KWOK = "karpenter.kwok.sh_kwoknodeclasses.yaml"
+NO = "karpenter.sh_nodeoverlays.yaml"
 
 
 @pytest.mark.parametrize(
@@ -421,6 +423,7 @@ def test_quantities_are_int_or_string():
             "karpenter.kwok.sh",
             "v1alpha1",
         ),
+        (NO, "NodeOverlay", "nodeoverlays", ["overlays"], "karpenter.sh", "v1alpha1"),
     ],
 )
 def test_names_scope_and_version(filename, kind, plural, short_names, group, version):
@@ -441,7 +444,7 @@ def test_names_scope_and_version(filename, kind, plural, short_names, group, ver
     v, *older = spec["versions"]
     assert (v["name"], v["served"], v["storage"]) == (version, True, True)
     assert v["subresources"]["status"] == {}
-    if kind == "KWOKNodeClass":
+    if kind in ("KWOKNodeClass", "NodeOverlay"):  # no older version to convert from
         assert older == []
         assert "conversion" not in spec
     else:  # v1beta1 is served too, converted by the controller's webhook
