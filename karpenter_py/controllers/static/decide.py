@@ -145,13 +145,17 @@ def decide(
     *,
     options: SolveOptions | None = None,
     indexes: IndexCache | None = None,
+    pool: str | None = None,
 ) -> tuple[StaticDecision, ...]:
-    """Every static NodePool's decision, by pool name. ``instance_types`` needs only the pools
-    that launch; a pool whose NodeClass is missing or not Ready launches nothing and says so."""
+    """Every static NodePool's decision (only ``pool``'s when given), by pool name.
+    ``instance_types`` needs only the pools that launch; a pool whose NodeClass is missing or
+    not Ready launches nothing and says so."""
     ready = {np.metadata.name for np in provisionable_pools(snapshot)}
     out: list[StaticDecision] = []
     for np in static_pools(snapshot.nodepools):
         name = np.metadata.name or ""
+        if pool is not None and name != pool:
+            continue
         members = pool_members(snapshot.nodes, name)
         counted = count(members)
         replicas = np.spec.replicas or 0
