@@ -128,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="Strict",
         help="as Karpenter's MIN_VALUES_POLICY (default Strict)",
     )
+    plan.add_argument(
+        "--feature-gates",
+        metavar="GATES",
+        default=None,
+        help="as Karpenter's FEATURE_GATES, e.g. StaticCapacity=true (default: the "
+        "FEATURE_GATES environment variable, else upstream's defaults)",
+    )
 
     crds = sub.add_parser(
         "crds", help="write the CustomResourceDefinitions generated from the models"
@@ -170,12 +177,21 @@ def _plan(args: argparse.Namespace) -> int:
             stderr=sys.stderr,
         )
     from karpenter_py.cli.plan import run_plan
+    from karpenter_py.manager.settings import parse_feature_gates
 
+    # Read as the controller reads them: the flag, else the environment variable.
+    raw = args.feature_gates if args.feature_gates is not None else os.environ.get("FEATURE_GATES")
+    try:
+        gates = parse_feature_gates(raw or "")
+    except ValueError as err:
+        print(f"error: --feature-gates: {err}", file=sys.stderr)
+        return EXIT_USAGE
     return run_plan(
         cast("list[str]", args.files),
         instance_types=cast("str | None", args.instance_types),
         output=args.output,
         options=options,
+        gates=gates,
         stdout=sys.stdout,
         stderr=sys.stderr,
     )

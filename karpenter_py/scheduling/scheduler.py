@@ -68,6 +68,8 @@ def static_claims(
     (idx,) = solver.indexes
     # Types whose DaemonSets fit: a node that cannot run its DaemonSets is no use to anyone.
     mask = idx.fit_mask({})
+    if not idx.all:
+        return f'nodepool "{idx.pool.name}": no instance type satisfies its requirements'
     if not mask:
         return f'nodepool "{idx.pool.name}": no instance type can hold its daemonsets'
     claims: list[NewNodeClaim] = []
