@@ -157,3 +157,64 @@ async def test_the_apiserver_refuses_to_remove_replicas_or_add_weight(client: Ku
         assert (await client.get(NODEPOOLS, pool))["spec"]["replicas"] == 2
     finally:
         await force_delete_pool(client, pool)
+
+
+async def test_drift_replaces_static_nodes_one_at_a_time_within_limits_nodes(
+    client: KubeClient,
+) -> None:
+    pool = unique("static")
+    body = static_pool(pool, 2, limit="3")
+    body["spec"]["disruption"] = {"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}
+    await client.create(NODEPOOLS, body)
+    app = App(settings(**GATE_ON), client)
+    try:
+        async with running(app):
+            old = {
+                c["metadata"]["name"] for c in await wait_claims(client, pool, 2, "2 NodeClaims")
+            }
+
+            async def initialized() -> bool:
+                claims = await claims_of(client, pool)
+                return all(
+                    any(
+                        c["type"] == "Initialized" and c["status"] == "True"
+                        for c in (nc.get("status") or {}).get("conditions", [])
+                    )
+                    for nc in claims
+                )
+
+            await eventually(initialized, within=60, what="both NodeClaims initialized")
+            await client.patch(
+                NODEPOOLS,
+                pool,
+                {"spec": {"template": {"metadata": {"labels": {"app-version": "2"}}}}},
+                patch_type=PatchType.MERGE,
+            )
+            most = 0
+
+            async def replaced() -> bool:
+                nonlocal most
+                claims = await claims_of(client, pool)
+                most = max(most, len(claims))
+                live = alive(claims)
+                return (
+                    len(claims) == 2
+                    and not {c["metadata"]["name"] for c in claims} & old
+                    and all(c["metadata"]["labels"].get("app-version") == "2" for c in live)
+                )
+
+            await eventually(replaced, within=150, interval=0.2, what="both nodes replaced")
+            history = list(app.disruption.queue.history)
+            assert [(e.command.method.name, e.outcome.value) for e in history] == [
+                ("static-drift", "Succeeded"),
+                ("static-drift", "Succeeded"),
+            ]
+            assert [(len(e.command.candidates), len(e.replacements)) for e in history] == [
+                (1, 1),
+                (1, 1),
+            ]
+            assert {n for e in history for n in e.deleted} == old
+            # Never more than limits.nodes NodeClaims at once, replacements included.
+            assert most == 3
+    finally:
+        await clean_pool(client, lambda: App(settings(**GATE_ON), client), pool)
