@@ -127,8 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--feature-gates",
         metavar="GATES",
         help="as the controller's --feature-gates / FEATURE_GATES (this flag wins over the "
-        "variable), e.g. NodeOverlay=true: NodeOverlays in the input then adjust prices and "
-        "capacity",
+        "variable, else upstream's defaults), e.g. NodeOverlay=true: NodeOverlays in the input "
+        "adjust prices and capacity; StaticCapacity=true: static NodePools are kept at their "
+        "replicas",
     )
     plan.add_argument(
         "--min-values-policy",
@@ -192,7 +193,7 @@ def _plan(args: argparse.Namespace) -> int:
         instance_types=cast("str | None", args.instance_types),
         output=args.output,
         options=options,
-        node_overlay=gates.node_overlay,
+        gates=gates,
         stdout=sys.stdout,
         stderr=sys.stderr,
     )

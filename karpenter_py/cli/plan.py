@@ -10,7 +10,16 @@ NodePool whose EC2NodeClass is in the input gets the catalog sized under that cl
                      "price", "labels", "taints", "pods"}],
      "existingNodes": [{"name", "pods"}],
      "unschedulable": [{"pod", "reason"}],
-     "cost": {"hourly"}}
+     "cost": {"hourly"},
+     "staticNodePools": [{"nodePool", "replicas", "nodes", "deleting", "launch", "remove",
+                          "heldBack"}]}
+
+``staticNodePools`` is there only when the input has static NodePools (``spec.replicas``): with
+the ``StaticCapacity`` gate on (``--feature-gates`` or ``FEATURE_GATES``, read as the controller
+reads them) each shows what the static.capacity controller would do (``controllers.static.decide``:
+the NodeClaims ``launch``ed as ``nodeClaims`` entries, the NodeClaim names to ``remove``); with it
+off, only ``replicas`` and ``nodes`` (nothing keeps the pool at its replicas; pods never launch
+into it either way).
 
 Exit status: 0 when a plan was made (even if some pods cannot be scheduled; they are listed), 2
 when the input is unusable. Input problems produce one line on stderr, never a traceback.
@@ -28,6 +37,8 @@ from typing import TYPE_CHECKING, Literal, Protocol, TextIO
 
 from karpenter_py.cli.manifests import ClusterObjects, ManifestError, load_manifests
 from karpenter_py.cli.offline import build_cluster
+from karpenter_py.controllers.static.decide import StaticDecision, decide
+from karpenter_py.manager.settings import FeatureGates
 from karpenter_py.model.api.convert import ConversionError, kubelet_in_effect
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
@@ -54,6 +65,7 @@ OutputFormat = Literal["table", "json"]
 EXIT_OK = 0
 EXIT_USAGE = 2
 ESTIMATED_MARK = "~"
+STATIC_GATE_OFF = "StaticCapacity gate off: nothing keeps the pool at its replicas"
 
 
 # Without NodePools plan still places pods on the Nodes given, as the controller would, and
@@ -256,8 +268,23 @@ def plan_json(plan: Plan) -> dict[str, object]:
     }
 
 
-def render_json(plan: Plan) -> str:
-    return json.dumps(plan_json(plan), indent=2, sort_keys=False) + "\n"
+def static_json(decision: StaticDecision, gate: bool) -> dict[str, object]:
+    return {
+        "nodePool": decision.pool,
+        "replicas": decision.replicas,
+        "nodes": decision.count.running,
+        "deleting": decision.count.deleting,
+        "launch": [node_claim_json(nc) for nc in decision.launch] if gate else [],
+        "remove": list(decision.remove) if gate else [],
+        "heldBack": decision.held_back if gate else STATIC_GATE_OFF,
+    }
+
+
+def render_json(plan: Plan, static: StaticPlan | None = None) -> str:
+    out = plan_json(plan)
+    if static is not None and static.decisions:
+        out["staticNodePools"] = [static_json(d, static.gate) for d in static.decisions]
+    return json.dumps(out, indent=2, sort_keys=False) + "\n"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: frozenset[int]) -> str:
@@ -340,6 +367,61 @@ def render_table(plan: Plan, *, pending: int | None = None) -> str:
     return "\n\n".join(sections) + "\n"
 
 
+def render_static_table(static: StaticPlan) -> str:
+    """The static NodePools section of ``-o table`` ("" when there are none)."""
+    if not static.decisions:
+        return ""
+    rows = []
+    for d in static.decisions:
+        launch = ", ".join(nc.instance_type.name for nc in d.launch) if static.gate else ""
+        remove = ", ".join(d.remove) if static.gate else ""
+        note = d.held_back if static.gate else STATIC_GATE_OFF
+        rows.append(
+            [
+                d.pool,
+                str(d.replicas),
+                str(d.count.running),
+                str(d.count.deleting),
+                f"{len(d.launch)} {launch}".strip() if static.gate else "0",
+                f"{len(d.remove)} {remove}".strip() if static.gate else "0",
+                note,
+            ]
+        )
+    return (
+        f"Static NodePools ({len(rows)}):\n"
+        + _table(
+            ["NODEPOOL", "REPLICAS", "NODES", "DELETING", "LAUNCH", "REMOVE", "NOTE"],
+            rows,
+            frozenset({1, 2, 3}),
+        )
+        + "\n"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StaticPlan:
+    """What the static.capacity controller would do, and whether its gate is on."""
+
+    gate: bool
+    decisions: tuple[StaticDecision, ...]
+
+
+def static_plan(
+    snapshot: Snapshot,
+    catalog: Sequence[InstanceType] | PoolCatalogs,
+    options: SolveOptions | None,
+    gates: FeatureGates,
+) -> StaticPlan:
+    """The controller's decisions for every static NodePool (``controllers.static.decide``)."""
+    catalogs = as_pool_catalogs(catalog)
+    decisions = decide(
+        snapshot,
+        {name: catalogs.of(name) for name in snapshot.nodepools},
+        options=options or SolveOptions(),
+    )
+    return StaticPlan(gates.static_capacity, decisions)
+
+
 # ----------------------------------------------------------------------------- command
 
 
@@ -349,27 +431,33 @@ def run_plan(
     instance_types: str | None = None,
     output: OutputFormat = "table",
     options: SolveOptions | None = None,
-    node_overlay: bool = False,
+    gates: FeatureGates | None = None,
     stdout: TextIO,
     stderr: TextIO,
 ) -> int:
-    """``node_overlay``: the NodeOverlay feature gate, read as the controller reads it."""
+    """``gates``: the feature gates, read as the controller reads them (NodeOverlay,
+    StaticCapacity)."""
+    gates = gates if gates is not None else FeatureGates()
     try:
         manifests = load_manifests(files)
         now = datetime.now(UTC)
-        cluster, warnings = build_cluster(manifests.cluster, now, node_overlay=node_overlay)
+        cluster, warnings = build_cluster(manifests.cluster, now, node_overlay=gates.node_overlay)
         for warning in (*manifests.warnings, *manifests.workload_warnings, *warnings):
             print(f"warning: {warning}", file=stderr)
         if not has_target(manifests.cluster):
             raise PlanError(NO_NODEPOOL_OR_NODE)
         snapshot = cluster.snapshot(now)
-        inp = solve_input(snapshot, load_catalogs(manifests.cluster, instance_types), options)
+        catalogs = load_catalogs(manifests.cluster, instance_types)
+        inp = solve_input(snapshot, catalogs, options)
     except (ManifestError, PlanError) as err:
         print(f"error: {err}", file=stderr)
         return EXIT_USAGE
     plan = load_solver()(inp, namespace_labels=snapshot.namespace_labels)
+    static = static_plan(snapshot, catalogs, options, gates)
     if output == "json":
-        stdout.write(render_json(plan))
+        stdout.write(render_json(plan, static))
     else:
-        stdout.write(render_table(plan, pending=len(inp.pods)))
+        table = render_table(plan, pending=len(inp.pods))
+        extra = render_static_table(static)
+        stdout.write(table + ("\n" + extra if extra else ""))
     return EXIT_OK

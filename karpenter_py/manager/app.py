@@ -34,6 +34,7 @@ from karpenter_py.controllers.nodepool.counter import NodePoolCounter
 from karpenter_py.controllers.nodepool.readiness import NodePoolReadiness
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
 from karpenter_py.controllers.runtime import Background, Controller, Deps
+from karpenter_py.controllers.static.controller import StaticCapacity
 from karpenter_py.controllers.termination.eviction import EvictionQueue
 from karpenter_py.controllers.termination.node import NodeTermination
 from karpenter_py.controllers.termination.nodeclaim import NodeClaimTermination
@@ -186,7 +187,7 @@ class App:
         self.batcher: Batcher[str] = Batcher(
             idle=settings.batch_idle_duration, max_window=settings.batch_max_duration
         )
-        options = SolveOptions(
+        self.options = options = SolveOptions(
             preference_policy=settings.preference_policy,
             min_values_policy=settings.min_values_policy,
         )
@@ -243,14 +244,20 @@ class App:
             self.disruption,
             NodeClaimPodEvents(deps),
             NodeClaimConsistency(deps),
-            *self._aws_controllers(),
             *self._gated_controllers(),
+            *self._aws_controllers(),
         ]
 
     def _gated_controllers(self) -> list[Controller]:
-        """Controllers of alpha features, present only with their feature gate on."""
+        """Controllers of alpha features, each present only with its feature gate on
+        (upstream's defaults)."""
         gates = self.settings.feature_gates
-        return [NodeOverlayStatus(self.deps)] if gates.node_overlay else []
+        out: list[Controller] = []
+        if gates.node_overlay:
+            out.append(NodeOverlayStatus(self.deps))
+        if gates.static_capacity:
+            out.append(StaticCapacity(self.deps, self.rounds, options=self.options))
+        return out
 
     def _aws_controllers(self) -> list[Controller]:
         """EC2NodeClass status, instance tagging, interruption and the refresh of the provider's

@@ -275,9 +275,13 @@ def solve_input(
     """Pending and reschedulable pods against every ready NodePool and the existing nodes, with
     where their volumes can attach. ``memo`` reuses unchanged nodes' ExistingNodes."""
     usage = pool_usage(snapshot, memo)
+    # A static NodePool (``spec.replicas``) never launches for pods, with the StaticCapacity
+    # gate on or off (upstream filters them out of the scheduler either way); its nodes still
+    # take pods as existing capacity.
     pools = tuple(
         replace(pool_from_nodepool(np), usage=usage.get(np.metadata.name or "", {}))
         for np in provisionable_pools(snapshot)
+        if np.spec.replicas is None
     )
     existing = (
         memo.existing(snapshot)
@@ -299,4 +303,23 @@ def solve_input(
         options=options,
         volume_requirements=volume_requirements,
         volume_errors=volume_errors,
+    )
+
+
+def static_input(
+    snapshot: Snapshot,
+    np: NodePool,
+    *,
+    instance_types: Sequence[InstanceType],
+    options: SolveOptions,
+) -> SolveInput:
+    """The input ``scheduling.static_claims`` builds a static NodePool's NodeClaims from: the
+    pool alone, its instance types and the DaemonSets that will run on its nodes; no pods."""
+    name = np.metadata.name or ""
+    return SolveInput(
+        pods=(),
+        pools=(pool_from_nodepool(np),),
+        instance_types={name: instance_types},
+        daemonsets=snapshot.daemonsets,
+        options=options,
     )

@@ -58,6 +58,35 @@ def solve(
     return _Solver(inp, namespace_labels or {}, indexes).run()
 
 
+def static_claims(
+    inp: SolveInput, count: int, *, indexes: IndexCache | None = None
+) -> tuple[NewNodeClaim, ...] | str:
+    """``count`` NodeClaims of the input's one pool for no pod (a static NodePool's): its
+    template requirements over every instance type with an offering, DaemonSet overhead as
+    requests, finished exactly as the solver finishes a claim for pods. Or why none can be."""
+    solver = _Solver(inp, {}, indexes)
+    (idx,) = solver.indexes
+    # Types whose DaemonSets fit: a node that cannot run its DaemonSets is no use to anyone.
+    mask = idx.fit_mask({})
+    if not idx.all:
+        return f'nodepool "{idx.pool.name}": no instance type satisfies its requirements'
+    if not mask:
+        return f'nodepool "{idx.pool.name}": no instance type can hold its daemonsets'
+    claims: list[NewNodeClaim] = []
+    for n in range(count):
+        claim = NewClaim(
+            idx,
+            f"hostname-placeholder-{n:05d}",
+            mask,
+            relax_min_values=inp.options.min_values_policy == "BestEffort",
+        )
+        done = solver._finalize(claim)
+        if isinstance(done, str):
+            return done
+        claims.append(done.claim)
+    return tuple(claims)
+
+
 def order_pools(pools: Sequence[PoolTemplate]) -> list[PoolTemplate]:
     """Highest weight first; equal weights by name, descending (as upstream orders them)."""
     by_name = sorted(pools, key=lambda p: p.name, reverse=True)

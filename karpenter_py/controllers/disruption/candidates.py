@@ -18,9 +18,9 @@ per method class), and ``pod_block`` is public for anyone who needs the check on
 Method filters then say why a candidate does not suit one method (``consolidation_block``,
 ``emptiness_block``, ``drift_block``) and the ``order_for_*`` functions sort what remains.
 
-Costs, as upstream's pkg/utils/disruption and disruption/types.go (v1.14):
+Costs, as upstream's pkg/utils/disruption and disruption/types.go (v1.14); the pod and NodeClaim
+parts (``eviction_cost``, ``lifetime_remaining``) live in ``model.disruptioncost``:
 
-* ``eviction_cost(pod)`` = clamp(1 + pod-deletion-cost/2^27 + priority/2^25, -10, 10);
 * ``reschedule_cost(pods)`` = 1 (the node itself) + Σ max(0, eviction cost) over reschedulable
   pods; a node is *empty* when that is <= 1.0, i.e. no pod that must move has a positive cost;
 * ``disruption_cost(pods, nodeclaim, now)`` = Σ eviction costs * fraction of lifetime left
@@ -30,7 +30,6 @@ Costs, as upstream's pkg/utils/disruption and disruption/types.go (v1.14):
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -43,10 +42,10 @@ from karpenter_py.model.api.nodeclaim import (
     CONDITION_CONSOLIDATABLE,
     CONDITION_DRIFTED,
     CONDITION_INITIALIZED,
-    NodeClaim,
 )
 from karpenter_py.model.api.nodepool import CONSOLIDATION_WHEN_EMPTY, NodePool
 from karpenter_py.model.core import Pod
+from karpenter_py.model.disruptioncost import disruption_cost, eviction_cost
 from karpenter_py.model.donotdisrupt import do_not_disrupt_active, do_not_disrupt_until
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
@@ -59,29 +58,9 @@ from karpenter_py.model.labels import (
 from karpenter_py.state.snapshot import Snapshot, is_reschedulable
 from karpenter_py.state.statenode import StateNode
 
-ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
 PER_NODE_BASE_COST: Final = 1.0
-EVICTION_COST_MIN: Final = -10.0
-EVICTION_COST_MAX: Final = 10.0
-_DELETION_COST_SCALE: Final = 2.0**27
-_PRIORITY_SCALE: Final = 2.0**25
-# A decimal number as strconv.ParseFloat reads it, minus inf/nan (which would poison sums).
-_DECIMAL: Final = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
 
 # ----------------------------------------------------------------------------- costs
-
-
-def eviction_cost(pod: Pod) -> float:
-    """What evicting ``pod`` costs: 1, plus pod-deletion-cost/2^27, plus priority/2^25,
-    clamped to [-10, 10]. An unparsable pod-deletion-cost is ignored, as upstream does."""
-    cost = 1.0
-    raw = pod.annotations.get(ANNOTATION_POD_DELETION_COST)
-    if raw is not None and _DECIMAL.match(raw) is not None:
-        deletion_cost = float(raw)
-        if math.isfinite(deletion_cost):
-            cost += deletion_cost / _DELETION_COST_SCALE
-    cost += pod.priority / _PRIORITY_SCALE
-    return min(EVICTION_COST_MAX, max(EVICTION_COST_MIN, cost))
 
 
 def reschedule_cost(pods: Iterable[Pod]) -> float:
@@ -95,29 +74,6 @@ def is_empty(pods: Iterable[Pod]) -> bool:
     terminal, not terminating, not a daemonset or mirror pod) has a positive eviction cost.
     Pods whose cost clamps to <= 0 still leave the node empty."""
     return reschedule_cost(pods) <= PER_NODE_BASE_COST
-
-
-def lifetime_remaining(nodeclaim: NodeClaim, now: datetime) -> float:
-    """Fraction of the NodeClaim's ``expireAfter`` still ahead, in [0, 1]; 1.0 for ``Never``
-    or an unknown creation time."""
-    try:
-        lifetime = parse_nillable_duration(nodeclaim.spec.expire_after)
-    except ValueError:
-        return 1.0
-    created = nodeclaim.metadata.creation_timestamp
-    if lifetime is None or created is None:
-        return 1.0
-    if lifetime <= timedelta(0):
-        return 0.0
-    left = lifetime - (as_utc(now) - as_utc(created))
-    return min(1.0, max(0.0, left / lifetime))
-
-
-def disruption_cost(pods: Iterable[Pod], nodeclaim: NodeClaim, now: datetime) -> float:
-    """Σ eviction costs of ``pods`` * the fraction of the NodeClaim's lifetime remaining (from
-    its ``spec.expireAfter``, copied from the pool at launch): nodes near expiry are cheap to
-    disrupt. Upstream passes all the node's pods, not just the reschedulable ones."""
-    return sum(eviction_cost(p) for p in pods) * lifetime_remaining(nodeclaim, now)
 
 
 def savings_ratio(candidate: Candidate) -> float:

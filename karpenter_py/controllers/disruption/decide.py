@@ -1,7 +1,7 @@
 """Disruption decisions, pure: which nodes to remove or replace now, and why every other node stays.
 
 ``METHODS`` lists upstream's disruption methods in the order a pass tries them (emptiness,
-drift, multi-node consolidation, single-node consolidation), one module each; adding a method is
+static drift, drift, multi-node consolidation, single-node consolidation), one module each; adding a method is
 a module and a line here. ``next_command`` returns the first command one of them finds; the
 controller runs it through the orchestration queue. ``evaluate`` keeps going on the cluster as
 it would be after each command, which is what ``karpenter-py plan --disruption`` prints. Both
@@ -24,6 +24,7 @@ from karpenter_py.controllers.disruption.drift import DRIFT
 from karpenter_py.controllers.disruption.emptiness import EMPTINESS
 from karpenter_py.controllers.disruption.multinode import MULTI_NODE, MULTI_NODE_TIMEOUT
 from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE, SINGLE_NODE_TIMEOUT
+from karpenter_py.controllers.disruption.staticdrift import STATIC_DRIFT
 from karpenter_py.controllers.disruption.types import Command, Decision, Method, Timeout
 from karpenter_py.model.core import Node, Pod
 from karpenter_py.model.instancetype import InstanceType
@@ -43,7 +44,7 @@ from karpenter_py.state.statenode import StateNode
 COMMAND_VALIDATION_DELAY = 15.0  # seconds a consolidation command waits before re-validation
 
 # The methods in the order a pass tries them (upstream's).
-METHODS: Final[tuple[Method, ...]] = (EMPTINESS, DRIFT, MULTI_NODE, SINGLE_NODE)
+METHODS: Final[tuple[Method, ...]] = (EMPTINESS, STATIC_DRIFT, DRIFT, MULTI_NODE, SINGLE_NODE)
 
 Search = Literal["upstream", "extended"]
 

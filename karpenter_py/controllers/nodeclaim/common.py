@@ -12,14 +12,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_py.controllers.runtime import Deps
+from karpenter_py.controllers.common import delete_nodeclaim as delete_nodeclaim
+from karpenter_py.controllers.common import nodepool_of as nodepool_of
 from karpenter_py.kube.client import KubeClient
-from karpenter_py.kube.errors import ConflictError, NotFoundError
+from karpenter_py.kube.errors import NotFoundError
 from karpenter_py.kube.events import object_ref
 from karpenter_py.kube.objects import KubeObject
-from karpenter_py.kube.resources import NODECLAIMS, NODES
+from karpenter_py.kube.resources import NODES
 from karpenter_py.model.api.nodeclaim import API_VERSION, KIND, NodeClaim
-from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE
+from karpenter_py.model.labels import LABEL_TOPOLOGY_ZONE
 
 log = logging.getLogger("karpenter.nodeclaim")
 
@@ -37,30 +38,11 @@ def nodeclaim_ref(nc: NodeClaim) -> KubeObject:
     return object_ref(API_VERSION, KIND, nc.name, uid=nc.metadata.uid or None)
 
 
-def nodepool_of(nc: NodeClaim) -> str:
-    return nc.metadata.labels.get(LABEL_NODEPOOL, "")
-
-
 async def get_node_raw(client: KubeClient, name: str) -> KubeObject | None:
     try:
         return await client.get(NODES, name)
     except NotFoundError:
         return None
-
-
-async def delete_nodeclaim(deps: Deps, nc: NodeClaim, reason: str) -> None:
-    """Delete with a UID precondition (never a same-named successor); count it as upstream does."""
-    try:
-        await deps.client.delete(NODECLAIMS, nc.name, uid=nc.metadata.uid or None)
-    except (NotFoundError, ConflictError):
-        return
-    log.info("deleted nodeclaim", extra={"nodeclaim": nc.name, "reason": reason})
-    if deps.metrics is not None:
-        deps.metrics.nodeclaims_disrupted.labels(
-            reason=reason,
-            nodepool=nodepool_of(nc),
-            capacity_type=nc.metadata.labels.get(LABEL_CAPACITY_TYPE, ""),
-        ).inc()
 
 
 def zone_of(labels: dict[str, str]) -> str:

@@ -12,12 +12,9 @@ import pytest
 from karpenter_py.controllers.disruption.candidates import (
     build_candidates,
     consolidation_block,
-    disruption_cost,
     drift_block,
     emptiness_block,
-    eviction_cost,
     is_empty,
-    lifetime_remaining,
     make_candidate,
     order_for_consolidation,
     order_for_drift,
@@ -29,6 +26,7 @@ from karpenter_py.controllers.disruption.types import Candidate
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Pod
+from karpenter_py.model.disruptioncost import disruption_cost, eviction_cost, lifetime_remaining
 from karpenter_py.model.instancetype import Offering, make_instance_type
 from karpenter_py.model.labels import (
     LABEL_CAPACITY_TYPE,

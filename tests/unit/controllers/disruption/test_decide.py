@@ -122,6 +122,7 @@ def test_methods_run_in_upstream_order_and_carry_upstream_labels() -> None:
         for m in METHODS
     ] == [
         ("emptiness", "Empty", "empty", "empty", False, True),
+        ("static-drift", "Drifted", "drifted", "", True, False),
         ("drift", "Drifted", "drifted", "", True, False),
         ("multi-node-consolidation", "Underutilized", "underutilized", "multi", False, True),
         ("single-node-consolidation", "Underutilized", "underutilized", "single", False, True),

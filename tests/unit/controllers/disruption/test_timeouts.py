@@ -16,6 +16,7 @@ from karpenter_py.controllers.disruption.drift import DRIFT
 from karpenter_py.controllers.disruption.emptiness import EMPTINESS
 from karpenter_py.controllers.disruption.multinode import MULTI_NODE
 from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE
+from karpenter_py.controllers.disruption.staticdrift import STATIC_DRIFT
 from karpenter_py.controllers.disruption.types import Timeout
 from karpenter_py.scheduling.simulate import Simulation, Simulator
 from karpenter_py.state.cluster import Cluster
@@ -128,7 +129,13 @@ def test_a_pass_reports_every_method_that_hit_its_limit(timer: SimulationTimer) 
         "unexamined",
     ]
     assert len(timer.simulated) == 10
-    assert decision.eligible == {EMPTINESS: 0, DRIFT: 0, MULTI_NODE: 6, SINGLE_NODE: 6}
+    assert decision.eligible == {
+        EMPTINESS: 0,
+        STATIC_DRIFT: 0,
+        DRIFT: 0,
+        MULTI_NODE: 6,
+        SINGLE_NODE: 6,
+    }
     # The candidates single-node never simulated keep the generic reason.
     assert {n: why.split(":")[0] for n, why in decision.unchanged.items()} == {
         "a": "no cheaper replacement",
