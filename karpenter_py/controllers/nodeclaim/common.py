@@ -48,12 +48,13 @@ async def get_node_raw(client: KubeClient, name: str) -> KubeObject | None:
         return None
 
 
-async def delete_nodeclaim(deps: Deps, nc: NodeClaim, reason: str) -> None:
-    """Delete with a UID precondition (never a same-named successor); count it as upstream does."""
+async def delete_nodeclaim(deps: Deps, nc: NodeClaim, reason: str) -> bool:
+    """Delete with a UID precondition (never a same-named successor); count it as upstream does.
+    False when it was already gone (or replaced by a same-named successor)."""
     try:
         await deps.client.delete(NODECLAIMS, nc.name, uid=nc.metadata.uid or None)
     except (NotFoundError, ConflictError):
-        return
+        return False
     log.info("deleted nodeclaim", extra={"nodeclaim": nc.name, "reason": reason})
     if deps.metrics is not None:
         deps.metrics.nodeclaims_disrupted.labels(
@@ -61,6 +62,7 @@ async def delete_nodeclaim(deps: Deps, nc: NodeClaim, reason: str) -> None:
             nodepool=nodepool_of(nc),
             capacity_type=nc.metadata.labels.get(LABEL_CAPACITY_TYPE, ""),
         ).inc()
+    return True
 
 
 def zone_of(labels: dict[str, str]) -> str:
