@@ -117,10 +117,16 @@ class NodeHealth(QueueController):
 
     # ------------------------------------------------------------------ effects
     async def _repair(self, node: Node, nc: NodeClaim, match: Match, now: datetime) -> None:
+        cluster = self.deps.cluster
+        if cluster.is_marked_for_deletion(nc.name):
+            return  # repaired by an earlier pass the cache has not caught up with
         if not await self._force(nc, now):
             return  # the NodeClaim is gone
         if nc.metadata.deletion_timestamp is not None:
             return
+        # Marked before the delete, as disruption marks its candidates: provisioning counts the
+        # node's pods as to be rescheduled at once, and a pass on a stale cache does nothing.
+        cluster.mark_for_deletion(nc.name)
         log.info(
             "repairing unhealthy node",
             extra={"node": node.name, "nodeclaim": nc.name, "condition": describe(match)},
@@ -131,7 +137,13 @@ class NodeHealth(QueueController):
             f"Disrupting NodeClaim: Unhealthy ({describe(match)} since "
             f"{format_time(match.since)}, past its toleration)",
         )
-        if not await delete_nodeclaim(self.deps, nc, REASON_UNHEALTHY):
+        deleted = False
+        try:
+            deleted = await delete_nodeclaim(self.deps, nc, REASON_UNHEALTHY)
+        finally:
+            if not deleted:  # gone already, or the call failed: a later pass decides afresh
+                cluster.unmark_for_deletion(nc.name)
+        if not deleted:
             return
         if self.deps.metrics is not None:
             self.deps.metrics.nodeclaims_unhealthy_disrupted.labels(

@@ -5,8 +5,8 @@ is an argument, so the controller and ``/debug/disruption`` give the same answer
   :class:`RepairPolicy` (condition type and status), however long it has held.
 * Its repair is *due* once the matching condition has held for the policy's toleration, counted
   from the condition's ``lastTransitionTime``. With several matches, the one due first decides, as
-  upstream's. A condition cannot predate its Node, so the time counts from the Node's creation at
-  the earliest (this also bounds a condition that carries no transition time).
+  upstream's. A condition without a readable transition time counts from the Node's creation
+  (upstream's zero time would make it due at once).
 * A due repair is *blocked* while more of the nodes in scope are unhealthy than 20% of them,
   rounded up (as PodDisruptionBudget percentages round): the scope is the NodeClaim's NodePool,
   or the whole cluster for a NodeClaim without one. A zonal outage must not make Karpenter delete
@@ -90,9 +90,7 @@ def matches(node: Node, policies: Sequence[RepairPolicy]) -> list[Match]:
         condition = node.condition(policy.condition_type)
         if condition is None or condition.status != policy.condition_status:
             continue
-        since = parse_time(condition.since)
-        if since is None or (created is not None and since < created):
-            since = created
+        since = parse_time(condition.since) or created
         if since is None:
             continue  # no time to count from: never act on one we cannot read
         out.append(Match(condition, policy, since))

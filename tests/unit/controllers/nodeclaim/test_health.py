@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.protocol import RepairPolicy
 from karpenter_py.controllers.nodeclaim.health import NodeHealth, snake_case
 from karpenter_py.controllers.runtime import Result
 from karpenter_py.kube.client import PatchType
+from karpenter_py.kube.errors import ServerError
 from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS, NODES
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodepool import NodePool
@@ -142,6 +145,47 @@ async def test_a_node_unhealthy_past_its_toleration_is_force_terminated() -> Non
             "toleration)",
         )
     ]
+
+
+async def test_a_pass_on_a_cache_that_has_not_seen_the_delete_yet_repairs_nothing_again() -> None:
+    world = World("default")
+    world.node("n1", unhealthy(31))
+    stale = world.cluster.nodeclaims["nc-n1"]
+    assert await world.controller.reconcile("n1") is None
+    world.cluster.upsert_nodeclaim(stale)  # the watch has not delivered the delete yet
+
+    assert await world.controller.reconcile("n1") is None
+
+    assert [w[:3] for w in world.writes()] == [
+        ("patch", "nodeclaims", "nc-n1"),
+        ("delete", "nodeclaims", "nc-n1"),
+    ]
+    assert (
+        value(
+            scrape(world.metrics),
+            "karpenter_nodeclaims_disrupted_total",
+            reason="unhealthy",
+            nodepool="default",
+            capacity_type="spot",
+        )
+        == 1
+    )
+
+
+async def test_a_failed_delete_is_retried() -> None:
+    world = World("default")
+    world.node("n1", unhealthy(31))
+    world.client.fail("delete", "nc-n1", ServerError(status=500, verb="delete", name="nc-n1"))
+
+    with pytest.raises(ServerError):
+        await world.controller.reconcile("n1")
+    assert await world.controller.reconcile("n1") is None
+
+    assert [w[:3] for w in world.writes()][-2:] == [
+        ("delete", "nodeclaims", "nc-n1"),
+        ("delete", "nodeclaims", "nc-n1"),
+    ]
+    assert world.client.stored(NODECLAIMS, "nc-n1")["metadata"]["deletionTimestamp"]
 
 
 async def test_a_node_within_its_toleration_is_requeued_for_the_moment_it_runs_out() -> None:
