@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Final, cast
 
 from karpenter_py.model.fields import (
@@ -738,11 +739,15 @@ def node_from_dict(raw: object, path: str = "node") -> Node:
     for i, c in enumerate(json_list(status.get("conditions"), f"{path}.status.conditions")):
         cpath = f"{path}.status.conditions[{i}]"
         cond = json_object(c, cpath)
+        # Interned: a few types and statuses, and transition times most conditions of a node
+        # (and the nodes launched with it) share, repeated over thousands of nodes.
         conditions.append(
             NodeCondition(
-                type=json_str(cond.get("type"), f"{cpath}.type"),
-                status=json_str(cond.get("status"), f"{cpath}.status"),
-                since=json_str(cond.get("lastTransitionTime"), f"{cpath}.lastTransitionTime"),
+                type=intern(json_str(cond.get("type"), f"{cpath}.type")),
+                status=intern(json_str(cond.get("status"), f"{cpath}.status")),
+                since=intern(
+                    json_str(cond.get("lastTransitionTime"), f"{cpath}.lastTransitionTime")
+                ),
             )
         )
     ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
