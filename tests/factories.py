@@ -189,8 +189,10 @@ def node_dict(
     ready: bool = True,
     capacity: dict[str, str] | None = None,
     resource_version: str | None = None,
+    conditions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A Node as the API server holds it; ``capacity`` defaults to ``allocatable``."""
+    """A Node as the API server holds it; ``capacity`` defaults to ``allocatable``.
+    ``conditions`` (built with :func:`condition`) replace the default Ready one."""
     alloc = (
         allocatable if allocatable is not None else {"cpu": "4", "memory": "16Gi", "pods": "110"}
     )
@@ -214,7 +216,9 @@ def node_dict(
         "status": {
             "capacity": capacity if capacity is not None else alloc,
             "allocatable": alloc,
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "conditions": conditions
+            if conditions is not None
+            else [{"type": "Ready", "status": "True" if ready else "False"}],
         },
     }
 

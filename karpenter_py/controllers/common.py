@@ -47,12 +47,13 @@ def nodepool_of(nc: NodeClaim) -> str:
     return nc.metadata.labels.get(LABEL_NODEPOOL, "")
 
 
-async def delete_nodeclaim(deps: Deps, nc: NodeClaim, reason: str) -> None:
-    """Delete with a UID precondition (never a same-named successor); count it as upstream does."""
+async def delete_nodeclaim(deps: Deps, nc: NodeClaim, reason: str) -> bool:
+    """Delete with a UID precondition (never a same-named successor); count it as upstream does.
+    False when it was already gone (or replaced by a same-named successor)."""
     try:
         await deps.client.delete(NODECLAIMS, nc.name, uid=nc.metadata.uid or None)
     except (NotFoundError, ConflictError):
-        return
+        return False
     log.info("deleted nodeclaim", extra={"nodeclaim": nc.name, "reason": reason})
     if deps.metrics is not None:
         deps.metrics.nodeclaims_disrupted.labels(
@@ -60,3 +61,4 @@ async def delete_nodeclaim(deps: Deps, nc: NodeClaim, reason: str) -> None:
             nodepool=nodepool_of(nc),
             capacity_type=nc.metadata.labels.get(LABEL_CAPACITY_TYPE, ""),
         ).inc()
+    return True

@@ -7,7 +7,9 @@ dropped: an Event is a hint for humans, never a reason to stall or fail a reconc
 
 De-duplication: the same (object, reason, message) recorded again within ``dedupe_window``
 seconds (upstream's DedupeTimeout, 2 minutes) is skipped, so a drain retried every 100 ms does not
-write an Event per retry. The queue is bounded; when it overflows, the oldest pending event goes.
+write an Event per retry; a reason upstream gives a longer timeout passes its own window to
+:meth:`EventRecorder.record`. The queue is bounded; when it overflows, the oldest pending event
+goes.
 
 Reason strings are upstream's (``pkg/events/reason.go`` and friends) and listed in :class:`Reason`.
 """
@@ -40,6 +42,7 @@ class Reason:
     FAILED_DRAINING: Final = "FailedDraining"
     TERMINATION_GRACE_PERIOD_EXPIRING: Final = "TerminationGracePeriodExpiring"
     DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
+    NODE_REPAIR_BLOCKED: Final = "NodeRepairBlocked"
     # Pod
     EVICTED: Final = "Evicted"
     DISRUPTED: Final = "Disrupted"  # forced delete at the termination grace period
@@ -91,10 +94,11 @@ class EventRecorder:
         self._window = dedupe_window
         self._pending: deque[KubeObject] = deque()
         self._max_pending = max_pending
-        # key -> monotonic time last published, oldest first: pruning stops at the first key
-        # still inside the window, so it costs what it drops, not what it keeps (a whole-dict
-        # sweep on every record was O(n^2) when 10,000 pods were nominated within the window).
-        self._seen: OrderedDict[DedupeKey, float] = OrderedDict()
+        # window -> (key -> monotonic time last published, oldest first): pruning stops at the
+        # first key still inside its window, so it costs what it drops, not what it keeps (a
+        # whole-dict sweep on every record was O(n^2) when 10,000 pods were nominated within the
+        # window). One order per window keeps that true when windows differ.
+        self._seen: dict[float, OrderedDict[DedupeKey, float]] = {}
         self._wake: asyncio.Event | None = None
         self.published = 0
         self.suppressed = 0
@@ -114,25 +118,29 @@ class EventRecorder:
         event_type: EventType = NORMAL,
         dedupe: bool = True,
         dedupe_values: tuple[str, ...] | None = None,
+        dedupe_window: float | None = None,
     ) -> None:
         """Queue an Event about ``involved`` (a wire object or :func:`object_ref`).
 
         De-duplication compares the object, the reason and the message, or ``dedupe_values``
         instead of the message when given (upstream's DedupeValues: an event whose message
-        carries a changing count is still "the same" event).
+        carries a changing count is still "the same" event), within ``dedupe_window`` seconds
+        (the recorder's window unless given).
         """
         now = self._clock.monotonic()
         if dedupe:
+            window = self._window if dedupe_window is None else dedupe_window
+            seen = self._seen.setdefault(window, OrderedDict())
             detail = message if dedupe_values is None else "\x00".join(dedupe_values)
             key = _dedupe_key(involved, reason, detail)
-            last = self._seen.get(key)
-            if last is not None and now - last < self._window:
+            last = seen.get(key)
+            if last is not None and now - last < window:
                 self.suppressed += 1
                 return
-            self._seen[key] = now
-            self._seen.move_to_end(key)
-            if len(self._seen) > 4 * self._max_pending:
-                self._prune(now)
+            seen[key] = now
+            seen.move_to_end(key)
+            if len(seen) > 4 * self._max_pending:
+                _prune(seen, window, now)
         event = new_event(
             involved=involved,
             reason=reason,
@@ -152,14 +160,7 @@ class EventRecorder:
     @property
     def remembered(self) -> int:
         """How many (object, reason, message) keys de-duplication remembers now."""
-        return len(self._seen)
-
-    def _prune(self, now: float) -> None:
-        while self._seen:
-            key, published = next(iter(self._seen.items()))
-            if now - published < self._window:
-                return
-            del self._seen[key]
+        return sum(len(seen) for seen in self._seen.values())
 
     async def run(self) -> None:
         """Publish queued events until cancelled (pending ones are dropped then)."""
@@ -191,6 +192,14 @@ class EventRecorder:
             )
             return
         self.published += 1
+
+
+def _prune(seen: OrderedDict[DedupeKey, float], window: float, now: float) -> None:
+    while seen:
+        key, published = next(iter(seen.items()))
+        if now - published < window:
+            return
+        del seen[key]
 
 
 def _dedupe_key(involved: KubeObject, reason: str, detail: str) -> DedupeKey:

@@ -11,6 +11,7 @@ import gc
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -25,6 +26,7 @@ from karpenter_py.controllers.nodeclaim.consistency import NodeClaimConsistency
 from karpenter_py.controllers.nodeclaim.disruption import NodeClaimDisruption
 from karpenter_py.controllers.nodeclaim.expiration import NodeClaimExpiration
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
+from karpenter_py.controllers.nodeclaim.health import NodeHealth
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
 from karpenter_py.controllers.nodeclaim.podevents import NodeClaimPodEvents
 from karpenter_py.controllers.nodeclaim.tagging import NodeClaimTagging
@@ -218,6 +220,8 @@ class App:
             single_node_timeout=settings.single_node_consolidation_timeout,
         )
         self.gc = NodeClaimGarbageCollector(self.deps)
+        # Node repair (feature gate NodeRepair, off by default as upstream).
+        self.health = NodeHealth(self.deps) if settings.feature_gates.node_repair else None
         self.controllers = self._controllers()
         self.informers_synced = asyncio.Event()  # every reflector listed, state frozen
         self.reflectors = self.reflectors_over(lambda r: KubeListWatch(self.client, r))
@@ -252,7 +256,7 @@ class App:
         """Controllers of alpha features, each present only with its feature gate on
         (upstream's defaults)."""
         gates = self.settings.feature_gates
-        out: list[Controller] = []
+        out: list[Controller] = [self.health] if self.health is not None else []
         if gates.node_overlay:
             out.append(NodeOverlayStatus(self.deps))
         if gates.static_capacity:
@@ -388,7 +392,7 @@ class App:
                     health_port=s.health_probe_port,
                     metrics_port=s.metrics_port,
                     # The last disruption decision: commands, and why each other node stays.
-                    debug={"disruption": self.disruption.report},
+                    debug={"disruption": self.disruption_report},
                 )
             )
             if s.webhook_port:
@@ -425,6 +429,14 @@ class App:
             await leadership.wait_for_leadership()
             log.info("leading: starting decision workers")
             tg.create_task(self.run_decisions())
+
+    def disruption_report(self) -> dict[str, Any]:
+        """``/debug/disruption``: the disruption controller's last decision and, with node
+        repair on, what repair does about each unhealthy node (``repair``)."""
+        report = self.disruption.report()
+        if self.health is not None:
+            report["repair"] = self.health.report()
+        return report
 
     def _leadership_changed(self, leading: bool) -> None:
         gauge = self.metrics.leader_election_master_status.labels(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Final, cast
 
 from karpenter_py.model.fields import (
@@ -698,6 +699,16 @@ def pod_from_parts(
 # ----------------------------------------------------------------------------- nodes
 
 
+@dataclass(frozen=True, slots=True)
+class NodeCondition:
+    """One of a Node's ``status.conditions``, without the heartbeat (which changes every few
+    minutes while the condition does not). ``since`` is ``lastTransitionTime`` ("" if absent)."""
+
+    type: str
+    status: str
+    since: str = ""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Node:
     name: str
@@ -713,6 +724,10 @@ class Node:
     creation_timestamp: str = ""
     deletion_timestamp: str = ""
     finalizers: tuple[str, ...] = ()
+    conditions: tuple[NodeCondition, ...] = ()
+
+    def condition(self, type_: str) -> NodeCondition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
 
 
 def node_from_dict(raw: object, path: str = "node") -> Node:
@@ -720,11 +735,22 @@ def node_from_dict(raw: object, path: str = "node") -> Node:
     meta = json_object(data.get("metadata"), f"{path}.metadata")
     spec = json_object(data.get("spec"), f"{path}.spec")
     status = json_object(data.get("status"), f"{path}.status")
-    ready = False
+    conditions = []
     for i, c in enumerate(json_list(status.get("conditions"), f"{path}.status.conditions")):
-        cond = json_object(c, f"{path}.status.conditions[{i}]")
-        if cond.get("type") == "Ready":
-            ready = cond.get("status") == "True"
+        cpath = f"{path}.status.conditions[{i}]"
+        cond = json_object(c, cpath)
+        # Interned: a few types and statuses, and transition times most conditions of a node
+        # (and the nodes launched with it) share, repeated over thousands of nodes.
+        conditions.append(
+            NodeCondition(
+                type=intern(json_str(cond.get("type"), f"{cpath}.type")),
+                status=intern(json_str(cond.get("status"), f"{cpath}.status")),
+                since=intern(
+                    json_str(cond.get("lastTransitionTime"), f"{cpath}.lastTransitionTime")
+                ),
+            )
+        )
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
     capacity = _resources(status.get("capacity"), f"{path}.status.capacity")
     allocatable = _resources(status.get("allocatable"), f"{path}.status.allocatable") or dict(
         capacity
@@ -753,4 +779,5 @@ def node_from_dict(raw: object, path: str = "node") -> Node:
             json_str(f, f"{path}.metadata.finalizers")
             for f in json_list(meta.get("finalizers"), f"{path}.metadata.finalizers")
         ),
+        conditions=tuple(conditions),
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Final
 
-from karpenter_py.model.api.base import as_utc
+from karpenter_py.model.api.base import as_utc, parse_time
 from karpenter_py.model.api.common import parse_duration
 from karpenter_py.model.core import Pod
 from karpenter_py.model.labels import ANNOTATION_DO_NOT_DISRUPT
@@ -49,7 +49,7 @@ def do_not_disrupt_until(pod: Pod) -> datetime | None:
     duration or the pod has no usable start time."""
     value = pod.annotations.get(ANNOTATION_DO_NOT_DISRUPT)
     duration = do_not_disrupt_duration(value) if value is not None else None
-    started = _time(pod.start_time)
+    started = parse_time(pod.start_time)
     if duration is None or started is None:
         return None
     return started + duration
@@ -66,12 +66,3 @@ def do_not_disrupt_active(pod: Pod, now: datetime) -> bool:
         return False
     until = do_not_disrupt_until(pod)
     return until is None or as_utc(now) < until
-
-
-def _time(text: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(text))
-    except ValueError:
-        return None

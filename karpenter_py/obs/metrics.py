@@ -185,6 +185,12 @@ class Metrics:
         "nodeclaim was disrupted and the owning nodepool.",
         ("reason", "nodepool", "capacity_type"),
     )
+    nodeclaims_unhealthy_disrupted = _counter(
+        "karpenter_nodeclaims_unhealthy_disrupted_total",
+        "Number of unhealthy nodeclaims disrupted in total by Karpenter. Labeled by condition on "
+        "the node was disrupted, the owning nodepool, and the image ID.",
+        ("condition", "nodepool", "capacity_type", "image_id"),
+    )
     nodeclaims_termination_duration = _histogram(
         "karpenter_nodeclaims_termination_duration_seconds",
         "Duration of NodeClaim termination in seconds.",

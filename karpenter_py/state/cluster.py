@@ -248,6 +248,9 @@ class Cluster:
         self._view = None
         self.generation += 1
 
+    def is_marked_for_deletion(self, nodeclaim_name: str) -> bool:
+        return nodeclaim_name in self._deleting
+
     def unmark_for_deletion(self, *nodeclaim_names: str) -> None:
         self._deleting.difference_update(nodeclaim_names)
         self._view = None

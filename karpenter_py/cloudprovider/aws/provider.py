@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.cloudprovider.aws.drift import (
@@ -91,6 +92,19 @@ class NodeClassStore:
 def _name_of(obj: Raw) -> str:
     meta = obj.get("metadata")
     return str(meta.get("name") or "") if isinstance(meta, dict) else ""
+
+
+# Upstream AWS: an unready node for 30 min, and the EKS node monitoring agent's conditions: a
+# failed accelerator for 10 min, storage, networking, kernel and container runtime for 30.
+REPAIR_POLICIES: Final = (
+    RepairPolicy("Ready", "False", 30 * 60.0),
+    RepairPolicy("Ready", "Unknown", 30 * 60.0),
+    RepairPolicy("AcceleratedHardwareReady", "False", 10 * 60.0),
+    RepairPolicy("StorageReady", "False", 30 * 60.0),
+    RepairPolicy("NetworkingReady", "False", 30 * 60.0),
+    RepairPolicy("KernelReady", "False", 30 * 60.0),
+    RepairPolicy("ContainerRuntimeReady", "False", 30 * 60.0),
+)
 
 
 class AwsCloudProvider:
@@ -199,17 +213,7 @@ class AwsCloudProvider:
         await self.instances.tag(instance_id, {k: v for k, v in tags.items() if k not in current})
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
-        # Upstream AWS: an unready node for 30 min, and the EKS node monitoring agent's
-        # conditions for 10 min.
-        return [
-            RepairPolicy("Ready", "False", 30 * 60.0),
-            RepairPolicy("Ready", "Unknown", 30 * 60.0),
-            RepairPolicy("AcceleratedHardwareReady", "False", 10 * 60.0),
-            RepairPolicy("StorageReady", "False", 30 * 60.0),
-            RepairPolicy("NetworkingReady", "False", 30 * 60.0),
-            RepairPolicy("KernelReady", "False", 30 * 60.0),
-            RepairPolicy("ContainerRuntimeReady", "False", 30 * 60.0),
-        ]
+        return list(REPAIR_POLICIES)
 
     def supported_node_classes(self) -> builtins.list[NodeClassRef]:
         return [NodeClassRef(AWS_GROUP, "EC2NodeClass")]

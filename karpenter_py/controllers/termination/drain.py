@@ -21,21 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from karpenter_py.model.api.base import parse_time
 from karpenter_py.model.core import DISRUPTED_TAINT, Pod
 from karpenter_py.model.donotdisrupt import do_not_disrupt_active
 from karpenter_py.model.labels import CRITICAL_PRIORITY_CLASSES
 
 STUCK_TERMINATING = timedelta(minutes=1)
-
-
-def parse_time(text: str) -> datetime | None:
-    """An RFC 3339 timestamp (``...Z``) as an aware datetime; None when empty or malformed."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
 
 
 def tolerates_disrupted(pod: Pod) -> bool:

@@ -36,7 +36,7 @@ from karpenter_py.controllers.termination.common import (
     remove_finalizer,
     set_nodeclaim_condition,
 )
-from karpenter_py.controllers.termination.drain import DrainPlan, parse_time, plan_drain
+from karpenter_py.controllers.termination.drain import DrainPlan, plan_drain
 from karpenter_py.controllers.termination.eviction import EvictionQueue
 from karpenter_py.controllers.termination.volumes import (
     grace_period_elapsed,
@@ -48,6 +48,7 @@ from karpenter_py.kube.errors import ConflictError, NotFoundError
 from karpenter_py.kube.events import WARNING, Reason, object_ref
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODES, PODS
+from karpenter_py.model.api.base import parse_time
 from karpenter_py.model.api.meta import CONDITION_FALSE, CONDITION_TRUE, CONDITION_UNKNOWN
 from karpenter_py.model.api.nodeclaim import (
     CONDITION_DRAINED,

@@ -99,6 +99,17 @@ def format_time(value: datetime) -> str:
     return as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(text: str) -> datetime | None:
+    """An RFC 3339 timestamp (``2024-01-02T03:04:05Z``) as an aware UTC datetime; None when
+    empty or malformed (a caller never acts on a time it cannot read)."""
+    if not text:
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(text))
+    except ValueError:
+        return None
+
+
 Time = Annotated[datetime, AfterValidator(as_utc), PlainSerializer(format_time, return_type=str)]
 """A metav1.Time: parsed to an aware UTC datetime, dumped as ``2024-01-02T03:04:05Z``."""
 

@@ -99,3 +99,20 @@ def test_dedupe_memory_forgets_expired_keys_oldest_first() -> None:
     rec.record(NODE, "R", "b")  # t=12: forgotten, so published
     queued = rec.pending + rec.dropped  # the queue holds one (max_pending=1)
     assert (queued, rec.suppressed, rec.remembered) == (7, 1, 4)
+
+
+def test_a_reason_may_keep_its_own_longer_window() -> None:
+    """Upstream dedupes NodeRepairBlocked for 15 minutes against the usual 2: the longer window
+    holds for that call's key, the recorder's window for the rest, and each forgets on its own
+    schedule."""
+    clock = FakeClock()
+    rec = EventRecorder(fake_writer(), clock=clock, dedupe_window=120, max_pending=1)
+    rec.record(NODE, "NodeRepairBlocked", "5 of 10", dedupe_values=("n1",), dedupe_window=900)
+    rec.record(NODE, "FailedDraining", "pdb")
+    clock.step(121)
+    rec.record(NODE, "NodeRepairBlocked", "6 of 10", dedupe_values=("n1",), dedupe_window=900)
+    rec.record(NODE, "FailedDraining", "pdb")  # the recorder's window passed: published
+    assert (rec.suppressed, rec.remembered) == (1, 2)
+    clock.step(780)  # 901 s after the first NodeRepairBlocked
+    rec.record(NODE, "NodeRepairBlocked", "7 of 10", dedupe_values=("n1",), dedupe_window=900)
+    assert (rec.pending + rec.dropped, rec.suppressed) == (4, 1)

@@ -18,7 +18,7 @@ from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import EC2NODECLASSES, KWOKNODECLASSES, NODES, PODS
 from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.manager.app import App
-from karpenter_py.manager.settings import Settings, parse_feature_gates
+from karpenter_py.manager.settings import FeatureGates, Settings, parse_feature_gates
 from karpenter_py.manager.wiring import Kind, kind_sinks
 from karpenter_py.model.catalog import kwok_catalog
 from karpenter_py.state.cluster import Cluster
@@ -170,3 +170,26 @@ def test_node_overlays_are_wired_only_with_their_gate(
     assert ("nodeoverlay" in [c.name for c in app.controllers]) is controller
     assert ("nodeoverlays" in [r.name for r in app.reflectors]) is reflector
     assert ("nodeoverlays" in app.cluster.unsynced()) is synced_waits_for_overlays
+
+
+def test_node_repair_runs_and_reports_only_with_its_feature_gate() -> None:
+    """Gate off (upstream's default): no node.health controller and /debug/disruption as
+    before; gate on: the controller after the others and a ``repair`` section in the report."""
+    client = KubeClient(KubeConfig(server="https://127.0.0.1:1"))
+    off = App(Settings(), client)
+    on = App(Settings(feature_gates=FeatureGates(node_repair=True)), client)
+
+    assert "node.health" not in [c.name for c in off.controllers]
+    assert [c.name for c in on.controllers][-2:] == ["nodeclaim.consistency", "node.health"]
+    assert off.disruption_report() == off.disruption.report()
+    assert on.disruption_report() == {
+        **on.disruption.report(),
+        "repair": {
+            "policies": [
+                {"condition": "Ready=False", "tolerationSeconds": 1800.0},
+                {"condition": "Ready=Unknown", "tolerationSeconds": 1800.0},
+            ],
+            "nodes": {},
+        },
+    }
+    assert [r.name for r in on.reflectors] == [r.name for r in off.reflectors]

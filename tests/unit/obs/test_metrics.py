@@ -14,6 +14,12 @@ UPSTREAM: dict[str, tuple[str, ...]] = {
     "karpenter_nodeclaims_created_total": ("min_values_relaxed", "nodepool", "reason"),
     "karpenter_nodeclaims_terminated_total": ("capacity_type", "nodepool", "zone"),
     "karpenter_nodeclaims_disrupted_total": ("capacity_type", "nodepool", "reason"),
+    "karpenter_nodeclaims_unhealthy_disrupted_total": (
+        "capacity_type",
+        "condition",
+        "image_id",
+        "nodepool",
+    ),
     "karpenter_nodes_created_total": ("nodepool", "zone"),
     "karpenter_nodes_terminated_total": ("nodepool", "zone"),
     "karpenter_nodes_drained_total": ("nodepool",),
@@ -59,6 +65,9 @@ def populate(m: Metrics) -> None:
     ).inc()
     m.nodeclaims_terminated.labels(nodepool="default", capacity_type="spot", zone="a").inc()
     m.nodeclaims_disrupted.labels(reason="empty", nodepool="default", capacity_type="spot").inc()
+    m.nodeclaims_unhealthy_disrupted.labels(
+        condition="ready", nodepool="default", capacity_type="spot", image_id="ami-1"
+    ).inc()
     m.nodes_created.labels(nodepool="default", zone="a").inc(2)
     m.nodes_terminated.labels(nodepool="default", zone="a").inc()
     m.nodes_drained.labels(nodepool="default").inc()

@@ -175,6 +175,7 @@ class CapturingRecorder(EventRecorder):
         event_type: EventType = "Normal",
         dedupe: bool = True,
         dedupe_values: tuple[str, ...] | None = None,
+        dedupe_window: float | None = None,
     ) -> None:
         self.recorded.append((involved["kind"], involved["metadata"]["name"], reason, message))
 

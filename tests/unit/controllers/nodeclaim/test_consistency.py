@@ -141,6 +141,7 @@ class CapturingRecorder(EventRecorder):
         event_type: EventType = "Normal",
         dedupe: bool = True,
         dedupe_values: tuple[str, ...] | None = None,
+        dedupe_window: float | None = None,
     ) -> None:
         self.recorded.append((reason, event_type, message))
 

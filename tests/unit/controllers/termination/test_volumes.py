@@ -180,6 +180,7 @@ class CapturingRecorder(EventRecorder):
         event_type: EventType = "Normal",
         dedupe: bool = True,
         dedupe_values: tuple[str, ...] | None = None,
+        dedupe_window: float | None = None,
     ) -> None:
         self.reasons.append((reason, message))
         super().record(
@@ -189,6 +190,7 @@ class CapturingRecorder(EventRecorder):
             event_type=event_type,
             dedupe=dedupe,
             dedupe_values=dedupe_values,
+            dedupe_window=dedupe_window,
         )
 
 
