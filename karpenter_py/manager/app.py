@@ -251,6 +251,7 @@ class App:
             aws.cluster.name,
             kubernetes_version=KubernetesVersion(self.client, clock=self.clock),
             clock=self.clock,
+            reservations=aws.reservations,
         )
         out: list[Controller] = [
             NodeClassStatus(self.deps, resolver),

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws import userdata
+from karpenter_py.cloudprovider.aws.capacityreservations import ReservationTarget
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, paginate
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.model.api.common import NodeSelectorRequirement
@@ -179,8 +180,14 @@ def bootstrap_options(
     )
 
 
-def template_data(nodeclass: EC2NodeClass, image_id: str, user_data_text: str) -> dict[str, Any]:
-    """The LaunchTemplateData for one AMI."""
+def template_data(
+    nodeclass: EC2NodeClass,
+    image_id: str,
+    user_data_text: str,
+    reservation: ReservationTarget | None = None,
+) -> dict[str, Any]:
+    """The LaunchTemplateData for one AMI (and the capacity reservation a reserved launch
+    targets: one template per reservation, as CreateFleet cannot name it per override)."""
     sgs = sorted(sg.id for sg in nodeclass.status.security_groups)
     data: dict[str, Any] = {
         "ImageId": image_id,
@@ -201,6 +208,8 @@ def template_data(nodeclass: EC2NodeClass, image_id: str, user_data_text: str) -
         ]
     else:
         data["SecurityGroupIds"] = sgs
+    if reservation is not None:
+        data.update(reservation.template_data())
     return data
 
 
@@ -275,14 +284,16 @@ class LaunchTemplateProvider:
         nodeclaim: NodeClaim,
         instance_types: Sequence[InstanceType],
         capacity_type: str,
+        reservation: ReservationTarget | None = None,
     ) -> list[ResolvedLaunchTemplate]:
-        """One template per AMI that serves some of ``instance_types``, created if missing."""
+        """One template per AMI that serves some of ``instance_types``, created if missing;
+        with ``reservation``, templates that launch into it."""
         opts = bootstrap_options(self._cluster, nodeclass, nodeclaim, capacity_type)
         text = userdata.render(nodeclass.spec.resolved_ami_family(), opts)
         tags = template_tags(self._cluster.name, nodeclass)
         out: list[ResolvedLaunchTemplate] = []
         for image_id, names in map_amis(nodeclass.status.amis, instance_types):
-            data = template_data(nodeclass, image_id, text)
+            data = template_data(nodeclass, image_id, text, reservation)
             name = template_name(data, tags)
             await self._ensure_one(name, data, tags)
             out.append(ResolvedLaunchTemplate(name=name, image_id=image_id, instance_types=names))
