@@ -100,6 +100,7 @@ async def open_aws(
             cluster,
             launch_templates,
             on_unavailable=lambda offerings: failed[0].offerings_failed(offerings),
+            reserved_capacity=settings.feature_gates.reserved_capacity,
         )
         offerings = UnavailableOfferings(clock=RealClock())
         provider = AwsCloudProvider(

@@ -64,6 +64,14 @@ class ReservationTarget:
         return data
 
 
+# A class that selects reservations launches its other on-demand instances with this, so EC2
+# never places one in an open reservation the class did not select: such an instance would
+# read as drifted (its reservation is not in the status) and be replaced, over and over.
+OPT_OUT_OF_OPEN_RESERVATIONS: Final = {
+    "CapacityReservationSpecification": {"CapacityReservationPreference": "none"}
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     """One DescribeCapacityReservations call: by ``id``, or by the other fields ANDed."""

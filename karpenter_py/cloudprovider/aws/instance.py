@@ -253,6 +253,7 @@ class InstanceProvider:
         on_unavailable: fleet.UnavailableSink | None = None,
         instance_batch_idle: float = instancebatch.IDLE,
         instance_batch_max: float = instancebatch.MAX_WINDOW,
+        reserved_capacity: bool = False,
     ) -> None:
         """``on_unavailable`` hears every (type, zone, capacity type) a CreateFleet reported
         without capacity, including ones from calls that still launched something.
@@ -261,6 +262,9 @@ class InstanceProvider:
         self._clients = clients
         self._cluster = cluster
         self._launch_templates = launch_templates
+        # The ReservedCapacity gate: on-demand launches of a class that selects reservations
+        # then stay out of open ones (see capacityreservations.OPT_OUT_OF_OPEN_RESERVATIONS).
+        self._reserved_capacity = reserved_capacity
         self._fleet = fleet.FleetBatcher(
             clients.ec2, idle=batch_idle, max_window=batch_max, on_unavailable=on_unavailable
         )
@@ -391,9 +395,19 @@ class InstanceProvider:
         capacity_type: str,
         reservation: ReservationTarget | None = None,
     ) -> builtins.list[ResolvedLaunchTemplate]:
+        opt_out = (
+            self._reserved_capacity
+            and capacity_type == CAPACITY_TYPE_ON_DEMAND
+            and bool(nodeclass.spec.capacity_reservation_selector_terms)
+        )
         try:
             return await self._launch_templates.ensure(
-                nodeclass, nodeclaim, candidates, capacity_type, reservation
+                nodeclass,
+                nodeclaim,
+                candidates,
+                capacity_type,
+                reservation,
+                opt_out_of_open_reservations=opt_out,
             )
         except UserDataError as exc:
             raise CreateError(str(exc), reason="InvalidUserData") from exc

@@ -200,7 +200,9 @@ class AwsCloudProvider:
             instance = await self.instances.get(_instance_id(nodeclaim.status.provider_id))
         except NodeClaimNotFoundError:
             return ""  # garbage collection owns vanished instances
-        return drift_reason(nodeclaim, nodeclass, instance)
+        return drift_reason(
+            nodeclaim, nodeclass, instance, reserved_capacity=self.reservations is not None
+        )
 
     async def tag_instance(self, provider_id: str, tags: dict[str, str]) -> None:
         """``nodeclaim.tagging``'s port: add those of ``tags`` the instance behind
