@@ -27,6 +27,7 @@ from karpenter_py.controllers.nodeclaim.expiration import NodeClaimExpiration
 from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbageCollector
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
 from karpenter_py.controllers.nodeclaim.podevents import NodeClaimPodEvents
+from karpenter_py.controllers.nodeclaim.reservationexpiry import CapacityBlockExpiration
 from karpenter_py.controllers.nodeclaim.tagging import NodeClaimTagging
 from karpenter_py.controllers.nodeclass.status import KubernetesVersion, NodeClassStatus
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
@@ -259,6 +260,8 @@ class App:
             Background("aws.pricing", aws.pricing.run),
             Background("aws.instancetypes", aws.instance_types.run),
         ]
+        if aws.reservations is not None:  # the ReservedCapacity gate
+            out.append(CapacityBlockExpiration(self.deps, aws.reservations))
         if aws.queue is not None:
             out.append(
                 Interruption(

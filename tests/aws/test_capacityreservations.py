@@ -1,7 +1,8 @@
 """Reserved capacity against moto over HTTP (reservations seeded by tests/aws/motoreservations):
 selector terms resolve to status entries, a NodeClaim that allows ``reserved`` launches into the
-reservation and carries its labels, a used-up reservation falls back to on-demand / spot, and
-with the ReservedCapacity gate off none of it happens."""
+reservation and carries its labels, a used-up reservation falls back to on-demand / spot, the
+NodeClaims of an expiring Capacity Block are deleted, and with the ReservedCapacity gate off none
+of it happens."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.aws.capacityreservations import CapacityReservationProvider
 from karpenter_py.cloudprovider.aws.clients import AwsClients
+from karpenter_py.controllers.nodeclaim.reservationexpiry import CapacityBlockExpiration
+from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.manager.aws import AwsStack, open_aws
 from karpenter_py.manager.settings import load_settings
 from karpenter_py.model.api.ec2nodeclass import CapacityReservationSelectorTerm
@@ -25,6 +28,8 @@ from karpenter_py.model.labels import (
     LABEL_INSTANCE_TYPE,
     LABEL_TOPOLOGY_ZONE,
 )
+from karpenter_py.state.cluster import Cluster
+from tests import factories
 from tests.aws.launchsupport import nodeclaim as launch_nodeclaim
 from tests.aws.motoreservations import (
     available_count,
@@ -33,6 +38,7 @@ from tests.aws.motoreservations import (
 )
 from tests.aws.test_provider import _moto_ami, nodeclass_dict, nodepool
 from tests.motofixture import CLUSTER, MotoServer, Network, seed_network
+from tests.unit.fakes import FakeKube, deps, wire
 
 A, B = "us-west-2a", "us-west-2b"
 OTHER_OWNER = "210987654321"
@@ -268,3 +274,49 @@ async def test_gate_off_offers_and_launches_no_reserved_capacity(
         launched = await stack.provider.create(_claim("default-off"))
         assert launched.metadata.labels[LABEL_CAPACITY_TYPE] == "on-demand"
         assert available_count("cr-0aaa") == 2
+
+
+# ---------------------------------------------------------------- capacity block expiration
+
+
+async def test_nodeclaims_of_an_expiring_capacity_block_are_deleted(aws: AwsClients) -> None:
+    with capacity_reservations():
+        seed_capacity_reservation(
+            "cr-0b10c",
+            instance_type="p5.48xlarge",
+            zone=A,
+            available=0,
+            total=2,
+            reservation_type="capacity-block",
+            end=NOW + datetime.timedelta(minutes=39),
+        )
+        seed_capacity_reservation(
+            "cr-0b10d",
+            instance_type="p5.48xlarge",
+            zone=A,
+            available=0,
+            total=1,
+            reservation_type="capacity-block",
+            end=NOW + datetime.timedelta(hours=3),
+        )
+        seed_capacity_reservation("cr-0d0d", instance_type="m5.large", zone=A, available=0)
+        cluster, client = Cluster(), FakeKube()
+        claims = {
+            "block-1": "cr-0b10c",
+            "block-2": "cr-0b10c",
+            "later-block": "cr-0b10d",
+            "odcr": "cr-0d0d",
+            "on-demand": None,
+        }
+        for name, rid in claims.items():
+            labels = {AWS_LABEL_CAPACITY_RESERVATION_ID: rid} if rid else {}
+            nc = factories.nodeclaim(name, uid=f"uid-{name}", labels=labels)
+            cluster.upsert_nodeclaim(nc)
+            client.put(NODECLAIMS, wire(nc))
+        sweep = CapacityBlockExpiration(
+            deps(client=client, cluster=cluster),
+            CapacityReservationProvider(aws, FakeClock(NOW)),
+        )
+        assert await sweep.sweep() == ["block-1", "block-2"]
+        deleted = [(c.name, c.uid) for c in client.calls_of("delete", NODECLAIMS)]
+        assert deleted == [("block-1", "uid-block-1"), ("block-2", "uid-block-2")]

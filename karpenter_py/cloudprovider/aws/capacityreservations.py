@@ -172,6 +172,12 @@ class CapacityReservationProvider:
         out = [r for raw in found.values() if (r := reservation_status(raw, now)) is not None]
         return sorted(out, key=lambda r: r.id)
 
+    async def expiring(self, reservation_ids: Sequence[str]) -> set[str]:
+        """Which of these reservations are expiring Capacity Blocks (the expiration
+        controller's question)."""
+        terms = [CapacityReservationSelectorTerm.model_validate({"id": r}) for r in reservation_ids]
+        return {r.id for r in await self.resolve(terms) if r.state == STATE_EXPIRING}
+
     async def _describe(self, query: Query) -> list[Mapping[str, Any]]:
         try:
             return await paginate(
