@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
 from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim
-from karpenter_py.controllers.runtime import Deps, Watch, wait_synced
+from karpenter_py.controllers.runtime import Deps, Watch, sweep_forever
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.labels import AWS_LABEL_CAPACITY_RESERVATION_ID
 
@@ -68,13 +68,9 @@ class CapacityBlockExpiration:
         return ()  # a periodic sweep: nothing wakes it
 
     async def run(self) -> None:
-        await wait_synced(self.deps.cluster)
-        while True:
-            try:
-                await self.sweep()
-            except Exception:  # the look-up failed (an AWS or API hiccup): the loop goes on
-                log.exception("capacity block expiration pass failed")
-            await self.deps.clock.sleep(self.interval)
+        await sweep_forever(
+            self.deps, self.sweep, lambda: self.interval, log, "capacity block expiration"
+        )
 
     async def sweep(self) -> list[str]:
         """Delete the NodeClaims of expiring Capacity Blocks; their names."""
