@@ -28,6 +28,7 @@ from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbag
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
 from karpenter_py.controllers.nodeclaim.podevents import NodeClaimPodEvents
 from karpenter_py.controllers.nodeclaim.reservationexpiry import CapacityBlockExpiration
+from karpenter_py.controllers.nodeclaim.reservationlabels import ReservationCapacityType
 from karpenter_py.controllers.nodeclaim.tagging import NodeClaimTagging
 from karpenter_py.controllers.nodeclass.status import KubernetesVersion, NodeClassStatus
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
@@ -262,6 +263,7 @@ class App:
         ]
         if aws.reservations is not None:  # the ReservedCapacity gate
             out.append(CapacityBlockExpiration(self.deps, aws.reservations))
+            out.append(ReservationCapacityType(self.deps))
         if aws.queue is not None:
             out.append(
                 Interruption(

@@ -10,7 +10,8 @@ Inside :func:`capacity_reservations` (the ``moto_server`` fixture runs moto in t
   ``instance-match-criteria``, ``tag:<key>``, ``tag-key``);
 * a fleet instance whose launch template targets a seeded reservation is placed in it:
   DescribeInstances then reports its ``CapacityReservationId`` and the reservation one instance
-  fewer available, as EC2 does.
+  fewer available, as EC2 does; :func:`end_reservation` ends one as EC2 does (its instances
+  stay, no longer in it).
 
 The product reads all of it over HTTP through aiobotocore; only moto's answers change.
 """
@@ -87,6 +88,17 @@ def seed_capacity_reservation(
 def available_count(reservation_id: str, *, region: str = REGION) -> int:
     with _lock:
         return int(_store(ec2_backends[ACCOUNT][region])[reservation_id]["AvailableInstanceCount"])
+
+
+def end_reservation(reservation_id: str, *, region: str = REGION) -> None:
+    """The reservation ends (expired or cancelled): EC2 drops it and its instances run on as
+    plain on-demand, no longer reporting a CapacityReservationId."""
+    backend = ec2_backends[ACCOUNT][region]
+    with _lock:
+        _store(backend).pop(reservation_id, None)
+    for instance in backend.all_instances():
+        if getattr(instance, "capacity_reservation_id", None) == reservation_id:
+            instance.capacity_reservation_id = None  # type: ignore[attr-defined]
 
 
 def _matches(record: Mapping[str, Any], name: str, values: list[str]) -> bool:

@@ -16,6 +16,7 @@ from karpenter_py.aio.clock import FakeClock
 from karpenter_py.cloudprovider.aws.capacityreservations import CapacityReservationProvider
 from karpenter_py.cloudprovider.aws.clients import AwsClients
 from karpenter_py.controllers.nodeclaim.reservationexpiry import CapacityBlockExpiration
+from karpenter_py.controllers.nodeclaim.reservationlabels import ReservationCapacityType
 from karpenter_py.kube.resources import NODECLAIMS
 from karpenter_py.manager.aws import AwsStack, open_aws
 from karpenter_py.manager.settings import load_settings
@@ -34,6 +35,7 @@ from tests.aws.launchsupport import nodeclaim as launch_nodeclaim
 from tests.aws.motoreservations import (
     available_count,
     capacity_reservations,
+    end_reservation,
     seed_capacity_reservation,
 )
 from tests.aws.test_provider import _moto_ami, nodeclass_dict, nodepool
@@ -320,3 +322,33 @@ async def test_nodeclaims_of_an_expiring_capacity_block_are_deleted(aws: AwsClie
         assert await sweep.sweep() == ["block-1", "block-2"]
         deleted = [(c.name, c.uid) for c in client.calls_of("delete", NODECLAIMS)]
         assert deleted == [("block-1", "uid-block-1"), ("block-2", "uid-block-2")]
+
+
+# ---------------------------------------------------------------- leaving a reservation
+
+
+async def test_a_nodeclaim_whose_reservation_ended_is_relabelled_on_demand(
+    aws: AwsClients, gate_on: AwsStack
+) -> None:
+    launched = await gate_on.provider.create(_claim("default-r1"))
+    kept = await gate_on.provider.create(_claim("default-r2"))
+    cluster, client = Cluster(), FakeKube()
+    for nc in (launched, kept):
+        cluster.upsert_nodeclaim(nc)
+        client.put(NODECLAIMS, wire(nc))
+    sweep = ReservationCapacityType(deps(client=client, cluster=cluster, cloud=gate_on.provider))
+    assert await sweep.sweep() == []  # both still in the reservation
+    end_reservation("cr-0aaa")
+    assert await sweep.sweep() == ["default-r1", "default-r2"]
+    patches = [(c.name, c.body) for c in client.calls_of("patch", NODECLAIMS)]
+    demoted = {
+        "metadata": {
+            "labels": {
+                LABEL_CAPACITY_TYPE: "on-demand",
+                AWS_LABEL_CAPACITY_RESERVATION_ID: None,
+                AWS_LABEL_CAPACITY_RESERVATION_TYPE: None,
+                AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE: None,
+            }
+        }
+    }
+    assert patches == [("default-r1", demoted), ("default-r2", demoted)]
