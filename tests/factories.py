@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
+from karpenter_py.model.api.ec2nodeclass import CapacityReservation, EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
@@ -458,6 +458,32 @@ def ec2nodeclass(
     if status is not None:
         body["status"] = status
     return EC2NodeClass.model_validate(body)
+
+
+def capacity_reservation(
+    reservation_id: str = "cr-0123456789abcdef0",
+    *,
+    instance_type: str = "m5.large",
+    zone: str = "us-west-2a",
+    reservation_type: str = "default",
+    state: str = "active",
+    interruptible: bool = False,
+    owner_id: str = "123456789012",
+    match_criteria: str = "targeted",
+) -> CapacityReservation:
+    """One ``status.capacityReservations`` entry of an EC2NodeClass."""
+    return CapacityReservation.model_validate(
+        {
+            "id": reservation_id,
+            "availabilityZone": zone,
+            "instanceType": instance_type,
+            "ownerID": owner_id,
+            "instanceMatchCriteria": match_criteria,
+            "reservationType": reservation_type,
+            "interruptible": interruptible,
+            "state": state,
+        }
+    )
 
 
 def ec2_instance_dict(

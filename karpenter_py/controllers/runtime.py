@@ -246,6 +246,25 @@ async def wait_synced(cluster: Cluster, *, poll: float = 0.1) -> None:
         await asyncio.sleep(poll)
 
 
+async def sweep_forever(
+    deps: Deps,
+    sweep: Callable[[], Awaitable[object]],
+    next_pass_in: Callable[[], float],
+    logger: logging.Logger,
+    what: str,
+) -> None:
+    """A periodic controller's loop: once the cluster state synced, ``sweep``, then sleep
+    ``next_pass_in()`` seconds on the injected clock, forever. A failed pass (a cloud or API
+    hiccup) is logged as ``<what> pass failed`` and the loop goes on."""
+    await wait_synced(deps.cluster)
+    while True:
+        try:
+            await sweep()
+        except Exception:
+            logger.exception("%s pass failed", what)
+        await deps.clock.sleep(next_pass_in())
+
+
 @dataclass(frozen=True, slots=True)
 class Deps:
     """What controllers share, built once by the manager and handed to each: the API client, the

@@ -29,6 +29,8 @@ from karpenter_py.controllers.nodeclaim.garbagecollection import NodeClaimGarbag
 from karpenter_py.controllers.nodeclaim.health import NodeHealth
 from karpenter_py.controllers.nodeclaim.lifecycle import NodeClaimLifecycle
 from karpenter_py.controllers.nodeclaim.podevents import NodeClaimPodEvents
+from karpenter_py.controllers.nodeclaim.reservationexpiry import CapacityBlockExpiration
+from karpenter_py.controllers.nodeclaim.reservationlabels import ReservationCapacityType
 from karpenter_py.controllers.nodeclaim.tagging import NodeClaimTagging
 from karpenter_py.controllers.nodeclass.status import KubernetesVersion, NodeClassStatus
 from karpenter_py.controllers.nodeoverlay import NodeOverlayStatus
@@ -274,6 +276,7 @@ class App:
             aws.cluster.name,
             kubernetes_version=KubernetesVersion(self.client, clock=self.clock),
             clock=self.clock,
+            reservations=aws.reservations,
         )
         out: list[Controller] = [
             NodeClassStatus(self.deps, resolver),
@@ -281,6 +284,9 @@ class App:
             Background("aws.pricing", aws.pricing.run),
             Background("aws.instancetypes", aws.instance_types.run),
         ]
+        if aws.reservations is not None:  # the ReservedCapacity gate
+            out.append(CapacityBlockExpiration(self.deps, aws.reservations))
+            out.append(ReservationCapacityType(self.deps))
         if aws.queue is not None:
             out.append(
                 Interruption(

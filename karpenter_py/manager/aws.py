@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from karpenter_py.aio.clock import RealClock
+from karpenter_py.cloudprovider.aws.capacityreservations import CapacityReservationProvider
 from karpenter_py.cloudprovider.aws.clients import (
     AwsClients,
     AwsConfigError,
@@ -45,6 +46,8 @@ class AwsStack:
     queue: InterruptionQueue | None
     # The insufficient-capacity cache the provider was built with; the launcher shares it.
     offerings: UnavailableOfferings
+    # Capacity reservations and their free counts; None with the ReservedCapacity gate off.
+    reservations: CapacityReservationProvider | None = None
 
 
 @contextlib.asynccontextmanager
@@ -77,11 +80,17 @@ async def open_aws(
                     f"queue URL ({e})"
                 ) from e
         pricing = PricingProvider(clients, isolated_vpc=settings.isolated_vpc)
+        reservations = (
+            CapacityReservationProvider(clients)
+            if settings.feature_gates.reserved_capacity
+            else None
+        )
         instance_types = InstanceTypeProvider(
             clients,
             pricing,
             vm_memory_overhead_percent=settings.vm_memory_overhead_percent,
             reserved_enis=settings.reserved_enis,
+            reservations=reservations,
         )
         launch_templates = LaunchTemplateProvider(clients, cluster)
         nodeclasses = NodeClassStore()
@@ -91,10 +100,16 @@ async def open_aws(
             cluster,
             launch_templates,
             on_unavailable=lambda offerings: failed[0].offerings_failed(offerings),
+            reserved_capacity=settings.feature_gates.reserved_capacity,
         )
         offerings = UnavailableOfferings(clock=RealClock())
         provider = AwsCloudProvider(
-            cluster, nodeclasses, instance_types, instances, offerings=offerings
+            cluster,
+            nodeclasses,
+            instance_types,
+            instances,
+            offerings=offerings,
+            reservations=reservations,
         )
         failed.append(provider)
         log.info(
@@ -117,4 +132,5 @@ async def open_aws(
             provider=provider,
             queue=queue,
             offerings=offerings,
+            reservations=reservations,
         )

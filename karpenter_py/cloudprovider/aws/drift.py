@@ -9,7 +9,9 @@ Two kinds, as upstream's AWS provider checks them:
   profile and ipPrefixCount are left out: their effect is checked through what they resolve to;
 - dynamic: the instance's AMI is no longer among ``status.amis`` (``AMIDrift``), its subnet not
   among ``status.subnets`` (``SubnetDrift``), its security groups not exactly
-  ``status.securityGroups`` (``SecurityGroupDrift``).
+  ``status.securityGroups`` (``SecurityGroupDrift``); with the ReservedCapacity gate on, the
+  capacity reservation it runs in no longer among ``status.capacityReservations``
+  (``CapacityReservationDrift``: the class stopped selecting it, or it ended).
 
 Pure: the caller supplies the live instance.
 """
@@ -33,6 +35,7 @@ REASON_NODECLASS: Final = "NodeClassDrift"
 REASON_AMI: Final = "AMIDrift"
 REASON_SUBNET: Final = "SubnetDrift"
 REASON_SECURITY_GROUP: Final = "SecurityGroupDrift"
+REASON_CAPACITY_RESERVATION: Final = "CapacityReservationDrift"
 
 # Resolved through status (checked dynamically) or not part of a launch. ``amiFamily`` is
 # replaced by the resolved family (so alias al2023 and amiFamily AL2023 hash alike, and a
@@ -60,7 +63,13 @@ def ec2nodeclass_hash(nodeclass: EC2NodeClass) -> str:
     return str(int(digest[:15], 16))
 
 
-def drift_reason(nodeclaim: NodeClaim, nodeclass: EC2NodeClass, instance: Instance) -> str:
+def drift_reason(
+    nodeclaim: NodeClaim,
+    nodeclass: EC2NodeClass,
+    instance: Instance,
+    *,
+    reserved_capacity: bool = False,
+) -> str:
     """The first drift found, or ""."""
     if nodeclass.ubuntu_incompatible():
         return ""  # its spec holds a placeholder, not what anything was launched with
@@ -82,4 +91,11 @@ def drift_reason(nodeclaim: NodeClaim, nodeclass: EC2NodeClass, instance: Instan
         g.id for g in status.security_groups
     }:
         return REASON_SECURITY_GROUP
+    # Unlike the lists above, an empty reservation list is an answer: nothing is selected now.
+    if (
+        reserved_capacity
+        and instance.capacity_reservation_id
+        and instance.capacity_reservation_id not in {r.id for r in status.capacity_reservations}
+    ):
+        return REASON_CAPACITY_RESERVATION
     return ""

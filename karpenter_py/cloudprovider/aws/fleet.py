@@ -22,7 +22,11 @@ from typing import Any, Final
 from karpenter_py.aio.batcher import CallBatcher
 from karpenter_py.cloudprovider.aws.clients import error_code
 from karpenter_py.model.instancetype import InstanceType
-from karpenter_py.model.labels import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
+from karpenter_py.model.labels import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
+    CAPACITY_TYPE_SPOT,
+)
 
 log = logging.getLogger("karpenter.aws.fleet")
 
@@ -73,6 +77,9 @@ class FleetRequest:
     overrides: tuple[Override, ...]
     tags: tuple[tuple[str, str], ...]
     context: str | None = None
+    # EC2's DefaultTargetCapacityType when it differs from ``capacity_type``: a reserved launch
+    # asks for on-demand (or capacity-block) through templates that target the reservation.
+    target_capacity_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +203,7 @@ def create_fleet_input(request: FleetRequest, count: int) -> dict[str, Any]:
         "Type": "instant",
         "TargetCapacitySpecification": {
             "TotalTargetCapacity": count,
-            "DefaultTargetCapacityType": request.capacity_type,
+            "DefaultTargetCapacityType": request.target_capacity_type or request.capacity_type,
         },
         "LaunchTemplateConfigs": [
             {
@@ -235,7 +242,12 @@ def parse_fleet_response(request: FleetRequest, response: Mapping[str, Any]) -> 
                 message=str(err.get("ErrorMessage") or ""),
                 instance_type=str(ovr.get("InstanceType") or ""),
                 zone=zone,
-                capacity_type=str(err.get("Lifecycle") or request.capacity_type),
+                # EC2 names a reserved launch's lifecycle on-demand; the offering is reserved.
+                capacity_type=(
+                    CAPACITY_TYPE_RESERVED
+                    if request.capacity_type == CAPACITY_TYPE_RESERVED
+                    else str(err.get("Lifecycle") or request.capacity_type)
+                ),
                 launch_template=str(spec.get("LaunchTemplateName") or ""),
             )
         )

@@ -1,9 +1,16 @@
 """EC2 instances behind NodeClaims: launch (CreateFleet), get, list, delete, tag.
 
-``create`` follows upstream's instance provider: pick the capacity type (spot when the NodeClaim
-allows it and some candidate has an available spot offering, else on-demand; reserved capacity
-is not supported here), one subnet per allowed zone, at most 60 of the cheapest types, one launch
-template per AMI, then one batched CreateFleet. Per-override errors that mean "no capacity" come
+``create`` follows upstream's instance provider: pick the capacity type (reserved when the
+NodeClaim allows it and some candidate has an available reserved offering, else spot when
+allowed and offered, else on-demand), one subnet per allowed zone, at most 60 of the cheapest
+types, one launch template per AMI, then one batched CreateFleet.
+
+A reserved launch targets reservations explicitly: per (type, zone) the reservation with the
+most free instances (CreateFleet refuses two overrides of one type and zone), one launch
+template per reservation naming it, and only those templates in the request, so EC2 answers
+``ReservationCapacityExceeded`` rather than falling back to plain on-demand (upstream's design:
+Karpenter, not Fleet, decides the fallback). Default reservations launch as on-demand, Capacity
+Blocks as ``capacity-block``; one request never mixes the two (default ones are preferred). Per-override errors that mean "no capacity" come
 back as :class:`InsufficientCapacityError` naming exactly the failed offerings.
 """
 
@@ -13,12 +20,17 @@ import asyncio
 import builtins
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from karpenter_py.cloudprovider.aws import fleet, instancebatch
+from karpenter_py.cloudprovider.aws.capacityreservations import (
+    RESERVATION_TYPE_CAPACITY_BLOCK,
+    RESERVATION_TYPE_DEFAULT,
+    ReservationTarget,
+)
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.cloudprovider.aws.launchtemplates import (
@@ -35,9 +47,12 @@ from karpenter_py.cloudprovider.errors import (
 from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import SelectorRequirement
-from karpenter_py.model.instancetype import InstanceType
+from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
+    AWS_LABEL_CAPACITY_RESERVATION_ID,
+    AWS_LABEL_CAPACITY_RESERVATION_TYPE,
     CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_NODEPOOL,
@@ -72,6 +87,8 @@ class Instance:
     launch_time: datetime
     private_dns_name: str
     tags: Mapping[str, str] = field(default_factory=dict)
+    # The capacity reservation EC2 placed the instance in ("" when none).
+    capacity_reservation_id: str = ""
 
     @property
     def provider_id(self) -> str:
@@ -103,6 +120,7 @@ class Instance:
             launch_time=launch.astimezone(UTC),
             private_dns_name=str(raw.get("PrivateDnsName", "")),
             tags={str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags") or []},
+            capacity_reservation_id=str(raw.get("CapacityReservationId") or ""),
         )
 
 
@@ -134,16 +152,57 @@ def zonal_subnets(nodeclass: EC2NodeClass, reqs: Requirements) -> dict[str, str]
 def choose_capacity_type(
     reqs: Requirements, instance_types: Sequence[InstanceType], zones: Sequence[str]
 ) -> str:
-    """Spot if allowed and offered anywhere usable; on-demand otherwise."""
-    if _allows(reqs, LABEL_CAPACITY_TYPE, CAPACITY_TYPE_SPOT):
-        zone_set = set(zones)
+    """Reserved, then spot, if allowed and offered anywhere usable; on-demand otherwise."""
+    zone_set = set(zones)
+    for capacity_type in (CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT):
+        if not _allows(reqs, LABEL_CAPACITY_TYPE, capacity_type):
+            continue
         for it in instance_types:
             if any(
-                o.available and o.capacity_type == CAPACITY_TYPE_SPOT and o.zone in zone_set
+                o.available and o.capacity_type == capacity_type and o.zone in zone_set
                 for o in it.offerings
             ):
-                return CAPACITY_TYPE_SPOT
+                return capacity_type
     return CAPACITY_TYPE_ON_DEMAND
+
+
+# (instance type, zone) -> the reserved offering a launch targets there
+ReservedTargets = dict[tuple[str, str], Offering]
+
+
+def reserved_targets(
+    instance_types: Sequence[InstanceType], zones: Iterable[str]
+) -> tuple[ReservedTargets, str]:
+    """Per (type, zone) the available reserved offering with the most room, and the
+    DefaultTargetCapacityType of the request: default reservations (on-demand) when there are
+    any, else Capacity Blocks (``capacity-block``); CreateFleet takes one per request."""
+    zone_set = set(zones)
+    best: ReservedTargets = {}
+    for it in instance_types:
+        for o in it.offerings:
+            if not (o.available and o.capacity_type == CAPACITY_TYPE_RESERVED):
+                continue
+            if o.zone not in zone_set:
+                continue
+            held = best.get((it.name, o.zone))
+            if held is None or o.reservation_capacity > held.reservation_capacity:
+                best[(it.name, o.zone)] = o
+    kinds = {_reservation(o).reservation_type for o in best.values()}
+    kind = (
+        RESERVATION_TYPE_DEFAULT
+        if RESERVATION_TYPE_DEFAULT in kinds or not kinds
+        else RESERVATION_TYPE_CAPACITY_BLOCK
+    )
+    kept = {k: o for k, o in best.items() if _reservation(o).reservation_type == kind}
+    target = CAPACITY_TYPE_ON_DEMAND if kind == RESERVATION_TYPE_DEFAULT else kind
+    return kept, target
+
+
+def _reservation(o: Offering) -> ReservationTarget:
+    return ReservationTarget(
+        o.labels.get(AWS_LABEL_CAPACITY_RESERVATION_ID, ""),
+        o.labels.get(AWS_LABEL_CAPACITY_RESERVATION_TYPE, RESERVATION_TYPE_DEFAULT),
+    )
 
 
 def plan_launch(
@@ -194,6 +253,7 @@ class InstanceProvider:
         on_unavailable: fleet.UnavailableSink | None = None,
         instance_batch_idle: float = instancebatch.IDLE,
         instance_batch_max: float = instancebatch.MAX_WINDOW,
+        reserved_capacity: bool = False,
     ) -> None:
         """``on_unavailable`` hears every (type, zone, capacity type) a CreateFleet reported
         without capacity, including ones from calls that still launched something.
@@ -202,6 +262,9 @@ class InstanceProvider:
         self._clients = clients
         self._cluster = cluster
         self._launch_templates = launch_templates
+        # The ReservedCapacity gate: on-demand launches of a class that selects reservations
+        # then stay out of open ones (see capacityreservations.OPT_OUT_OF_OPEN_RESERVATIONS).
+        self._reserved_capacity = reserved_capacity
         self._fleet = fleet.FleetBatcher(
             clients.ec2, idle=batch_idle, max_window=batch_max, on_unavailable=on_unavailable
         )
@@ -253,9 +316,21 @@ class InstanceProvider:
     ) -> str:
         """One CreateFleet (batched); a missing launch template is re-created once."""
         for attempt in (1, 2):
-            templates = await self._ensure_templates(
-                nodeclass, nodeclaim, candidates, capacity_type
-            )
+            target: str | None = None
+            if capacity_type == CAPACITY_TYPE_RESERVED:
+                templates, overrides, target = await self._reserved_overrides(
+                    nodeclass, nodeclaim, candidates, subnets
+                )
+            else:
+                templates = await self._ensure_templates(
+                    nodeclass, nodeclaim, candidates, capacity_type
+                )
+                overrides = fleet.build_overrides(
+                    [(t.name, t.instance_types) for t in templates],
+                    candidates,
+                    subnets,
+                    capacity_type,
+                )
             if not templates:
                 raise CreateError(
                     "no AMI of the EC2NodeClass is compatible with the candidate instance types",
@@ -263,14 +338,10 @@ class InstanceProvider:
                 )
             request = fleet.FleetRequest(
                 capacity_type=capacity_type,
-                overrides=fleet.build_overrides(
-                    [(t.name, t.instance_types) for t in templates],
-                    candidates,
-                    subnets,
-                    capacity_type,
-                ),
+                overrides=overrides,
                 tags=tuple(sorted(shared_tags.items())),
                 context=nodeclass.spec.context,
+                target_capacity_type=target,
             )
             try:
                 return await self._fleet.launch(request)
@@ -283,16 +354,60 @@ class InstanceProvider:
                 raise
         raise CreateError("launch template missing after re-creating it")  # pragma: no cover
 
+    async def _reserved_overrides(
+        self,
+        nodeclass: EC2NodeClass,
+        nodeclaim: NodeClaim,
+        candidates: Sequence[InstanceType],
+        subnets: Mapping[str, str],
+    ) -> tuple[builtins.list[ResolvedLaunchTemplate], tuple[fleet.Override, ...], str]:
+        """Templates (one per targeted reservation), their overrides cheapest first, and the
+        request's DefaultTargetCapacityType."""
+        by_name = {it.name: it for it in candidates}
+        targets, target_capacity_type = reserved_targets(candidates, subnets)
+        templates: builtins.list[ResolvedLaunchTemplate] = []
+        overrides: builtins.list[fleet.Override] = []
+        for (name, zone), offering in targets.items():
+            ensured = await self._ensure_templates(
+                nodeclass,
+                nodeclaim,
+                [by_name[name]],
+                CAPACITY_TYPE_RESERVED,
+                _reservation(offering),
+            )
+            templates.extend(ensured)
+            overrides.extend(
+                fleet.build_overrides(
+                    [(t.name, t.instance_types) for t in ensured],
+                    [by_name[name]],
+                    {zone: subnets[zone]},
+                    CAPACITY_TYPE_RESERVED,
+                )
+            )
+        overrides.sort(key=lambda o: o.priority)
+        return templates, tuple(overrides), target_capacity_type
+
     async def _ensure_templates(
         self,
         nodeclass: EC2NodeClass,
         nodeclaim: NodeClaim,
         candidates: Sequence[InstanceType],
         capacity_type: str,
+        reservation: ReservationTarget | None = None,
     ) -> builtins.list[ResolvedLaunchTemplate]:
+        opt_out = (
+            self._reserved_capacity
+            and capacity_type == CAPACITY_TYPE_ON_DEMAND
+            and bool(nodeclass.spec.capacity_reservation_selector_terms)
+        )
         try:
             return await self._launch_templates.ensure(
-                nodeclass, nodeclaim, candidates, capacity_type
+                nodeclass,
+                nodeclaim,
+                candidates,
+                capacity_type,
+                reservation,
+                opt_out_of_open_reservations=opt_out,
             )
         except UserDataError as exc:
             raise CreateError(str(exc), reason="InvalidUserData") from exc

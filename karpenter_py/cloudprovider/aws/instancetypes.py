@@ -11,6 +11,12 @@ class's subnets:
 - on-demand at the Pricing API price; a type without one has its on-demand offerings unavailable;
 - spot (when the type supports it) at the zone's spot price, or the on-demand price until a spot
   price is known (upstream's behaviour; such offerings say ``price_estimated=True``);
+- reserved (ReservedCapacity gate on), one per reservation in the class's
+  ``status.capacityReservations`` for its type, in the reservation's zone, at the on-demand
+  price / 10,000,000 (upstream's "near free" that keeps the on-demand order, so consolidation
+  can still move to a smaller reserved type; 0 when the on-demand price is unknown), labelled
+  with the reservation id, type and interruptible flag, and available while the reservation
+  has a free instance, is not expiring and its zone is one of the type's;
 - every offering carries ``topology.k8s.aws/zone-id`` when the subnet status has the zone id.
 
 Types offered in none of the class's zones stay in the list with no offerings (as upstream), so a
@@ -36,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from karpenter_py.aio.singleflight import SingleFlight
+from karpenter_py.cloudprovider.aws.capacityreservations import CapacityReservationProvider
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error, paginate
 from karpenter_py.cloudprovider.aws.instancetype_math import (
     Accelerator,
@@ -49,11 +56,15 @@ from karpenter_py.cloudprovider.aws.instancetype_math import (
 # for the callers that always imported them from this module.
 from karpenter_py.cloudprovider.aws.knobs import ephemeral_storage_for, knobs_for
 from karpenter_py.cloudprovider.aws.pricing import PricingProvider
-from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
+from karpenter_py.model.api.ec2nodeclass import CapacityReservation, EC2NodeClass
 from karpenter_py.model.instancetype import InstanceType, Offering
 from karpenter_py.model.labels import (
+    AWS_LABEL_CAPACITY_RESERVATION_ID,
+    AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
+    AWS_LABEL_CAPACITY_RESERVATION_TYPE,
     AWS_LABEL_TOPOLOGY_ZONE_ID,
     CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
 )
 
@@ -188,10 +199,54 @@ def _capacity_types(facts: InstanceTypeFacts) -> list[str]:
     return [c for c in (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT) if c in facts.usage_classes]
 
 
-def offerings_for(
-    facts: InstanceTypeFacts, zones: Sequence[tuple[str, str]], pricing: PriceSource
+# Reserved capacity is paid for already: priced near zero, in the on-demand order (upstream's).
+RESERVED_PRICE_DIVISOR: Final = 10_000_000.0
+
+# A reservation the class selected and how many instances it still has room for.
+ReservationRoom = tuple[CapacityReservation, int]
+
+
+def reserved_offerings(
+    facts: InstanceTypeFacts,
+    zones: Sequence[tuple[str, str]],
+    on_demand: float | None,
+    reservations: Sequence[ReservationRoom],
 ) -> list[Offering]:
-    """One offering per (zone, capacity type); ``zones`` are (zone, zone id or "") pairs."""
+    """One ``reserved`` offering per reservation of this type (see the module docstring)."""
+    zone_ids = dict(zones)
+    out: list[Offering] = []
+    for reservation, room in reservations:
+        if reservation.instance_type != facts.name:
+            continue
+        zone = reservation.availability_zone
+        labels = {
+            AWS_LABEL_CAPACITY_RESERVATION_ID: reservation.id,
+            AWS_LABEL_CAPACITY_RESERVATION_TYPE: reservation.reservation_type,
+            AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE: str(reservation.interruptible).lower(),
+        }
+        if zone_ids.get(zone):
+            labels[AWS_LABEL_TOPOLOGY_ZONE_ID] = zone_ids[zone]
+        out.append(
+            Offering(
+                zone=zone,
+                capacity_type=CAPACITY_TYPE_RESERVED,
+                price=on_demand / RESERVED_PRICE_DIVISOR if on_demand is not None else 0.0,
+                available=room > 0 and zone in zone_ids and reservation.state == "active",
+                labels=labels,
+                reservation_capacity=room,
+            )
+        )
+    return out
+
+
+def offerings_for(
+    facts: InstanceTypeFacts,
+    zones: Sequence[tuple[str, str]],
+    pricing: PriceSource,
+    reservations: Sequence[ReservationRoom] = (),
+) -> list[Offering]:
+    """One offering per (zone, capacity type), then the reserved ones; ``zones`` are (zone,
+    zone id or "") pairs."""
     on_demand = pricing.on_demand(facts.name)
     out: list[Offering] = []
     for zone, zone_id in zones:
@@ -211,6 +266,7 @@ def offerings_for(
                     price_estimated=estimated and price is not None,
                 )
             )
+    out.extend(reserved_offerings(facts, zones, on_demand, reservations))
     return out
 
 
@@ -221,19 +277,25 @@ def resolve_instance_types(
     region: str,
     knobs: NodeKnobs,
     pricing: PriceSource,
+    reservations: Sequence[ReservationRoom] = (),
 ) -> list[InstanceType]:
     """Every type in ``facts`` (sorted by name) for a class whose subnets are in
-    ``subnet_zones`` (zone -> zone id, "" when unknown)."""
+    ``subnet_zones`` (zone -> zone id, "" when unknown); ``reservations``: the class's
+    reservations with their free instance counts (empty with the ReservedCapacity gate off)."""
     out: list[InstanceType] = []
     for item in sorted(facts, key=lambda f: f.name):
         offered = set(item.zones)
         zones = [(z, subnet_zones[z]) for z in sorted(subnet_zones) if z in offered]
+        offerings = offerings_for(item, zones, pricing, reservations)
+        capacity_types = _capacity_types(item)
+        if any(o.capacity_type == CAPACITY_TYPE_RESERVED for o in offerings):
+            capacity_types.append(CAPACITY_TYPE_RESERVED)
         out.append(
             build_instance_type(
                 item,
-                offerings_for(item, zones, pricing),
+                offerings,
                 zones=[z for z, _ in zones],
-                capacity_types=_capacity_types(item),
+                capacity_types=capacity_types,
                 region=region,
                 knobs=knobs,
                 zone_ids=[zone_id for _, zone_id in zones if zone_id],
@@ -268,6 +330,7 @@ class InstanceTypeProvider:
         *,
         vm_memory_overhead_percent: float = 0.075,
         reserved_enis: int = 0,
+        reservations: CapacityReservationProvider | None = None,
         refresh_interval: datetime.timedelta = REFRESH_INTERVAL,
         retry_interval: datetime.timedelta = RETRY_INTERVAL,
         call_timeout: datetime.timedelta = CALL_TIMEOUT,
@@ -282,6 +345,8 @@ class InstanceTypeProvider:
         self._pricing = pricing
         self._vm_overhead = vm_memory_overhead_percent
         self._reserved_enis = reserved_enis
+        # Given with the ReservedCapacity gate on: classes' reservations become offerings.
+        self._reservations = reservations
         self._interval = refresh_interval.total_seconds()
         self._retry = retry_interval.total_seconds()
         self._timeout = call_timeout.total_seconds()
@@ -392,7 +457,13 @@ class InstanceTypeProvider:
         """The instance types for ``nodeclass``; the same list object while nothing changed.
         ``kubelet``: the kubelet settings in effect when they are not the class's own (a
         NodePool's kubelet compatibility annotation)."""
-        key = (self.seq_num, self._pricing.seq_num, *_cache_key(nodeclass, kubelet))
+        rooms = self._rooms(nodeclass)
+        key = (
+            self.seq_num,
+            self._pricing.seq_num,
+            *_cache_key(nodeclass, kubelet),
+            tuple((r.id, r.state, room) for r, room in rooms),
+        )
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -413,6 +484,7 @@ class InstanceTypeProvider:
                     kubelet=kubelet,
                 ),
                 pricing=self._pricing,
+                reservations=rooms,
             )
             # Entries for older data or prices can never be asked for again.
             for stale in [k for k in self._cache if k[:2] != key[:2]]:
@@ -421,3 +493,11 @@ class InstanceTypeProvider:
             while len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
             return built
+
+    def _rooms(self, nodeclass: EC2NodeClass) -> tuple[ReservationRoom, ...]:
+        """The class's reservations with their free instance counts (none with the gate off)."""
+        if self._reservations is None:
+            return ()
+        return tuple(
+            (r, self._reservations.available(r.id)) for r in nodeclass.status.capacity_reservations
+        )

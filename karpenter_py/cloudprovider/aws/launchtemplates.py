@@ -28,6 +28,10 @@ from typing import Any, Final
 
 from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws import userdata
+from karpenter_py.cloudprovider.aws.capacityreservations import (
+    OPT_OUT_OF_OPEN_RESERVATIONS,
+    ReservationTarget,
+)
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, paginate
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.model.api.common import NodeSelectorRequirement
@@ -179,8 +183,17 @@ def bootstrap_options(
     )
 
 
-def template_data(nodeclass: EC2NodeClass, image_id: str, user_data_text: str) -> dict[str, Any]:
-    """The LaunchTemplateData for one AMI."""
+def template_data(
+    nodeclass: EC2NodeClass,
+    image_id: str,
+    user_data_text: str,
+    reservation: ReservationTarget | None = None,
+    *,
+    opt_out_of_open_reservations: bool = False,
+) -> dict[str, Any]:
+    """The LaunchTemplateData for one AMI (and the capacity reservation a reserved launch
+    targets: one template per reservation, as CreateFleet cannot name it per override; or, for
+    an on-demand launch of a class that selects reservations, no open reservation at all)."""
     sgs = sorted(sg.id for sg in nodeclass.status.security_groups)
     data: dict[str, Any] = {
         "ImageId": image_id,
@@ -201,6 +214,10 @@ def template_data(nodeclass: EC2NodeClass, image_id: str, user_data_text: str) -
         ]
     else:
         data["SecurityGroupIds"] = sgs
+    if reservation is not None:
+        data.update(reservation.template_data())
+    elif opt_out_of_open_reservations:
+        data.update(OPT_OUT_OF_OPEN_RESERVATIONS)
     return data
 
 
@@ -275,14 +292,24 @@ class LaunchTemplateProvider:
         nodeclaim: NodeClaim,
         instance_types: Sequence[InstanceType],
         capacity_type: str,
+        reservation: ReservationTarget | None = None,
+        *,
+        opt_out_of_open_reservations: bool = False,
     ) -> list[ResolvedLaunchTemplate]:
-        """One template per AMI that serves some of ``instance_types``, created if missing."""
+        """One template per AMI that serves some of ``instance_types``, created if missing;
+        with ``reservation``, templates that launch into it."""
         opts = bootstrap_options(self._cluster, nodeclass, nodeclaim, capacity_type)
         text = userdata.render(nodeclass.spec.resolved_ami_family(), opts)
         tags = template_tags(self._cluster.name, nodeclass)
         out: list[ResolvedLaunchTemplate] = []
         for image_id, names in map_amis(nodeclass.status.amis, instance_types):
-            data = template_data(nodeclass, image_id, text)
+            data = template_data(
+                nodeclass,
+                image_id,
+                text,
+                reservation,
+                opt_out_of_open_reservations=opt_out_of_open_reservations,
+            )
             name = template_name(data, tags)
             await self._ensure_one(name, data, tags)
             out.append(ResolvedLaunchTemplate(name=name, image_id=image_id, instance_types=names))

@@ -1,9 +1,9 @@
 """``NodeClassResolver``: everything an EC2NodeClass's status says, resolved against AWS.
 
-One call, :meth:`NodeClassResolver.resolve`, returns the subnets, security groups, AMIs and
-instance profile of a class, and for each part that could not be resolved a :class:`Failure`
+One call, :meth:`NodeClassResolver.resolve`, returns the subnets, security groups, AMIs,
+instance profile and (ReservedCapacity gate on) capacity reservations of a class, and for each part that could not be resolved a :class:`Failure`
 keyed by the condition it turns False (``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
-``InstanceProfileReady``, ``ValidationSucceeded``). A part's AWS error is its failure; it never
+``InstanceProfileReady``, ``ValidationSucceeded``, ``CapacityReservationsReady``). A part's AWS error is its failure; it never
 escapes, so the other parts still resolve and the controller can report all of them.
 
 Validation (``ValidationSucceeded``) is upstream's authorization check, done with ``DryRun``:
@@ -38,6 +38,7 @@ from karpenter_py.cloudprovider.aws.amis import (
     AMIResolutionError,
     KubernetesVersionError,
 )
+from karpenter_py.cloudprovider.aws.capacityreservations import CapacityReservationProvider
 from karpenter_py.cloudprovider.aws.clients import AwsClients, error_code, is_aws_error
 from karpenter_py.cloudprovider.aws.instanceprofiles import (
     CLUSTER_TAG_PREFIX,
@@ -50,10 +51,12 @@ from karpenter_py.cloudprovider.aws.subnets import DiscoveredSubnet, discover_su
 from karpenter_py.model.api.ec2nodeclass import (
     AMI,
     CONDITION_AMIS_READY,
+    CONDITION_CAPACITY_RESERVATIONS_READY,
     CONDITION_INSTANCE_PROFILE_READY,
     CONDITION_SECURITY_GROUPS_READY,
     CONDITION_SUBNETS_READY,
     CONDITION_VALIDATION_SUCCEEDED,
+    CapacityReservation,
     EC2NodeClass,
     SecurityGroup,
     Subnet,
@@ -96,6 +99,8 @@ class ResolvedNodeClass:
     security_groups: list[SecurityGroup] = field(default_factory=list)
     amis: list[AMI] = field(default_factory=list)
     instance_profile: str = ""
+    # None: the ReservedCapacity gate is off and the status field is not ours to write.
+    capacity_reservations: list[CapacityReservation] | None = None
     failures: dict[str, Failure] = field(default_factory=dict)  # condition type -> why
 
     @property
@@ -146,8 +151,12 @@ class NodeClassResolver:
         kubernetes_version: Callable[[], Awaitable[str]],
         clock: Clock | None = None,
         dry_run: bool = True,
+        reservations: CapacityReservationProvider | None = None,
     ) -> None:
+        """``reservations``: given when the ReservedCapacity gate is on; the class's
+        ``capacityReservationSelectorTerms`` are then resolved too."""
         self.clients = clients
+        self.reservations = reservations
         self.cluster_name = cluster_name
         self.kubernetes_version = kubernetes_version
         self.clock = clock or RealClock()
@@ -168,6 +177,8 @@ class NodeClassResolver:
         await self._amis(nodeclass, out)
         await self._instance_profile(nodeclass, out)
         await self._validate(nodeclass, out)
+        # After validation: the launch check does not depend on reservations.
+        await self._capacity_reservations(nodeclass, out)
         return out
 
     async def _subnets(self, nodeclass: EC2NodeClass, out: ResolvedNodeClass) -> None:
@@ -246,6 +257,23 @@ class NodeClassResolver:
             if not is_aws_error(exc):
                 raise
             out.failures[CONDITION_INSTANCE_PROFILE_READY] = _aws_failure("InstanceProfile", exc)
+
+    async def _capacity_reservations(self, nodeclass: EC2NodeClass, out: ResolvedNodeClass) -> None:
+        if self.reservations is None:
+            return
+        try:
+            found = await self.reservations.resolve(
+                nodeclass.spec.capacity_reservation_selector_terms or []
+            )
+        except Exception as exc:
+            if not is_aws_error(exc):
+                raise
+            out.failures[CONDITION_CAPACITY_RESERVATIONS_READY] = _aws_failure(
+                "CapacityReservations", exc
+            )
+            out.capacity_reservations = []
+            return
+        out.capacity_reservations = found
 
     # ------------------------------------------------------------------ validation
     async def _validate(self, nodeclass: EC2NodeClass, out: ResolvedNodeClass) -> None:

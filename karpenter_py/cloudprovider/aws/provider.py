@@ -21,6 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from karpenter_py.cloudprovider.aws.capacityreservations import CapacityReservationProvider
 from karpenter_py.cloudprovider.aws.cluster import ClusterInfo
 from karpenter_py.cloudprovider.aws.drift import (
     EC2NODECLASS_HASH_VERSION,
@@ -46,7 +47,9 @@ from karpenter_py.model.labels import (
     AWS_ANNOTATION_EC2NODECLASS_HASH,
     AWS_ANNOTATION_EC2NODECLASS_HASH_VERSION,
     AWS_GROUP,
+    AWS_LABEL_CAPACITY_RESERVATION_ID,
     AWS_LABEL_EC2NODECLASS,
+    CAPACITY_TYPE_RESERVED,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
@@ -116,8 +119,12 @@ class AwsCloudProvider:
         instances: InstanceProvider,
         *,
         offerings: OfferingCache,
+        reservations: CapacityReservationProvider | None = None,
     ) -> None:
         self.cluster = cluster
+        # Given with the ReservedCapacity gate on: counts launches into and out of reservations,
+        # and an instance in a reservation reads as capacity type ``reserved``.
+        self.reservations = reservations
         self.nodeclasses = nodeclasses
         self.instance_types = instance_types
         self.instances = instances
@@ -177,6 +184,8 @@ class AwsCloudProvider:
             [with_offerings(c) for c in chosen],
             self._tags(nodeclaim, nodeclass),
         )
+        if self.reservations is not None and instance.capacity_reservation_id:
+            self.reservations.mark_launched(instance.capacity_reservation_id)
         return self._launched(nodeclaim, nodeclass, instance, types)
 
     async def delete(self, nodeclaim: NodeClaim) -> None:
@@ -187,6 +196,9 @@ class AwsCloudProvider:
                 raise NodeClaimNotFoundError(f"no instance for nodeclaim {nodeclaim.name}")
             pid = found.provider_id
         await self.instances.delete(_instance_id(pid))
+        reservation = nodeclaim.metadata.labels.get(AWS_LABEL_CAPACITY_RESERVATION_ID)
+        if self.reservations is not None and reservation:
+            self.reservations.mark_terminated(reservation)
 
     async def get(self, provider_id: str) -> NodeClaim:
         return self._from_instance(await self.instances.get(_instance_id(provider_id)))
@@ -202,7 +214,9 @@ class AwsCloudProvider:
             instance = await self.instances.get(_instance_id(nodeclaim.status.provider_id))
         except NodeClaimNotFoundError:
             return ""  # garbage collection owns vanished instances
-        return drift_reason(nodeclaim, nodeclass, instance)
+        return drift_reason(
+            nodeclaim, nodeclass, instance, reserved_capacity=self.reservations is not None
+        )
 
     async def tag_instance(self, provider_id: str, tags: dict[str, str]) -> None:
         """``nodeclaim.tagging``'s port: add those of ``tags`` the instance behind
@@ -219,6 +233,12 @@ class AwsCloudProvider:
         return [NodeClassRef(AWS_GROUP, "EC2NodeClass")]
 
     # ------------------------------------------------------------------ helpers
+    def _capacity_type(self, instance: Instance) -> str:
+        """``reserved`` for an instance in a capacity reservation (gate on), else what EC2 says."""
+        if self.reservations is not None and instance.capacity_reservation_id:
+            return CAPACITY_TYPE_RESERVED
+        return instance.capacity_type
+
     def offerings_failed(self, offerings: tuple[OfferingKey, ...]) -> None:
         """``InstanceProvider``'s sink for per-override capacity errors."""
         self.offerings.mark_all(offerings)
@@ -263,15 +283,19 @@ class AwsCloudProvider:
         out.status.provider_id = instance.provider_id
         out.status.image_id = instance.image_id
         it = next((t for t in types if t.name == instance.instance_type), None)
-        labels = dict(_type_labels(it, instance) if it is not None else {})
+        capacity_type = self._capacity_type(instance)
+        labels = dict(_type_labels(it, instance, capacity_type) if it is not None else {})
         labels.update(
             {
                 LABEL_INSTANCE_TYPE: instance.instance_type,
                 LABEL_TOPOLOGY_ZONE: instance.zone,
                 LABEL_TOPOLOGY_REGION: self.cluster.region,
-                LABEL_CAPACITY_TYPE: instance.capacity_type,
+                LABEL_CAPACITY_TYPE: capacity_type,
             }
         )
+        if capacity_type == CAPACITY_TYPE_RESERVED:
+            # EC2's word on the reservation, should the type's offerings no longer list it.
+            labels[AWS_LABEL_CAPACITY_RESERVATION_ID] = instance.capacity_reservation_id
         labels.update(out.metadata.labels or {})  # the NodeClaim's own labels win
         out.metadata.labels = labels
         if it is not None:
@@ -293,7 +317,7 @@ class AwsCloudProvider:
                         LABEL_NODEPOOL: instance.tags.get(LABEL_NODEPOOL, ""),
                         LABEL_INSTANCE_TYPE: instance.instance_type,
                         LABEL_TOPOLOGY_ZONE: instance.zone,
-                        LABEL_CAPACITY_TYPE: instance.capacity_type,
+                        LABEL_CAPACITY_TYPE: self._capacity_type(instance),
                     },
                     "creationTimestamp": instance.launch_time.isoformat(),
                 },
@@ -317,11 +341,15 @@ def _instance_id(provider_id: str) -> str:
         raise NodeClaimNotFoundError(str(e)) from e
 
 
-def _type_labels(it: InstanceType, instance: Instance) -> dict[str, str]:
-    """Single-valued labels of the launched type and offering (arch, os, family, zone-id...)."""
+def _type_labels(it: InstanceType, instance: Instance, capacity_type: str) -> dict[str, str]:
+    """Single-valued labels of the launched type and offering (arch, os, family, zone-id, the
+    reservation's id, type and interruptible flag...)."""
     labels = {k: next(iter(v)) for k, v in it.requirements.items() if len(v) == 1}
     for o in it.offerings:
-        if o.zone == instance.zone and o.capacity_type == instance.capacity_type:
+        if o.zone != instance.zone or o.capacity_type != capacity_type:
+            continue
+        reservation = o.labels.get(AWS_LABEL_CAPACITY_RESERVATION_ID)
+        if reservation is None or reservation == instance.capacity_reservation_id:
             labels.update(o.labels)
             break
     return labels

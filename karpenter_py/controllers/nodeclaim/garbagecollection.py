@@ -29,7 +29,7 @@ from functools import partial
 from karpenter_py.aio.backoff import Backoff
 from karpenter_py.cloudprovider.errors import NodeClaimNotFoundError
 from karpenter_py.controllers.nodeclaim.common import delete_nodeclaim
-from karpenter_py.controllers.runtime import Deps, Watch, wait_synced
+from karpenter_py.controllers.runtime import Deps, Watch, sweep_forever
 from karpenter_py.model.api.nodeclaim import CONDITION_REGISTERED, NodeClaim
 
 log = logging.getLogger("karpenter.nodeclaim.garbagecollection")
@@ -76,13 +76,7 @@ class NodeClaimGarbageCollector:
         return ()  # a periodic sweep: nothing wakes it
 
     async def run(self) -> None:
-        await wait_synced(self.deps.cluster)
-        while True:
-            try:
-                await self.collect()
-            except Exception:  # the listing failed (cloud or API hiccup): the loop goes on
-                log.exception("garbage collection pass failed")
-            await self.deps.clock.sleep(self.next_pass_in())
+        await sweep_forever(self.deps, self.collect, self.next_pass_in, log, "garbage collection")
 
     def next_pass_in(self) -> float:
         """Seconds to the next pass: the interval, or sooner when a failed item's retry is due."""

@@ -10,6 +10,9 @@ class costs at most one status write per pass:
   (True only when all five are; else reason ``UnhealthyDependents`` listing the False ones).
   A part whose AWS call failed keeps its previous status value (only its condition says why);
   a part that matched nothing is emptied.
+* With the ReservedCapacity gate on (the resolver then has a reservation provider) also
+  ``status.capacityReservations`` and ``CapacityReservationsReady``, which joins Ready's
+  dependents as upstream's readiness does with the gate on; gate off, neither is written.
 * Every class is re-resolved each minute (upstream's shortest timer, the subnets'; security
   groups and AMIs would wait 5 min: one timer keeps it simple and only costs API calls).
 * Finalizer ``karpenter.k8s.aws/termination`` is added first. On deletion the class waits while
@@ -52,6 +55,7 @@ from karpenter_py.model.api.ec2nodeclass import (
     AMI,
     API_VERSION,
     CONDITION_AMIS_READY,
+    CONDITION_CAPACITY_RESERVATIONS_READY,
     CONDITION_INSTANCE_PROFILE_READY,
     CONDITION_SECURITY_GROUPS_READY,
     CONDITION_SUBNETS_READY,
@@ -85,10 +89,14 @@ VERSION_TTL: Final = 300.0
 # ----------------------------------------------------------------------------- decisions (pure)
 
 
-def desired_conditions(failures: Mapping[str, Failure]) -> list[DesiredCondition]:
-    """The five part conditions (True unless they failed) and Ready."""
+def desired_conditions(
+    failures: Mapping[str, Failure], *, reserved_capacity: bool = False
+) -> list[DesiredCondition]:
+    """The five part conditions (True unless they failed), CapacityReservationsReady with the
+    ReservedCapacity gate on (upstream adds it to Ready's dependents only then), and Ready."""
     out = []
-    for type_ in READY_DEPENDENTS:
+    parts = (*READY_DEPENDENTS, CONDITION_CAPACITY_RESERVATIONS_READY)
+    for type_ in parts if reserved_capacity else READY_DEPENDENTS:
         failure = failures.get(type_)
         if failure is None:
             out.append(DesiredCondition(type_, CONDITION_TRUE, type_))
@@ -126,13 +134,23 @@ def status_body(
         if CONDITION_INSTANCE_PROFILE_READY in keep
         else resolved.instance_profile
     )
-    return {
+    body = {
         "subnets": [s.model_dump(mode="json", by_alias=True) for s in subnets],
         "securityGroups": [g.model_dump(mode="json", by_alias=True) for g in groups],
         "amis": [_ami_wire(a) for a in amis],
         "instanceProfile": profile,
         "conditions": [c.model_dump(mode="json", by_alias=True) for c in conditions],
     }
+    if resolved.capacity_reservations is not None:  # the ReservedCapacity gate is on
+        reservations = (
+            old.capacity_reservations
+            if CONDITION_CAPACITY_RESERVATIONS_READY in keep
+            else resolved.capacity_reservations
+        )
+        body["capacityReservations"] = [
+            r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in reservations
+        ]
+    return body
 
 
 def _ami_wire(ami: AMI) -> dict[str, Any]:
@@ -142,16 +160,22 @@ def _ami_wire(ami: AMI) -> dict[str, Any]:
     return wire
 
 
-def current_body(nodeclass: EC2NodeClass) -> dict[str, Any]:
+def current_body(nodeclass: EC2NodeClass, *, reserved_capacity: bool = False) -> dict[str, Any]:
     """The same fields as :func:`status_body`, as the object has them now."""
     wire = nodeclass.status.model_dump(mode="json", by_alias=True)
-    return {
+    body = {
         "subnets": wire.get("subnets", []),
         "securityGroups": wire.get("securityGroups", []),
         "amis": [_ami_wire(a) for a in nodeclass.status.amis],
         "instanceProfile": wire.get("instanceProfile", ""),
         "conditions": wire.get("conditions", []),
     }
+    if reserved_capacity:
+        body["capacityReservations"] = [
+            r.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for r in nodeclass.status.capacity_reservations
+        ]
+    return body
 
 
 def referencing_nodeclaims(nodeclaims: Iterable[NodeClaim], name: str) -> list[str]:
@@ -274,14 +298,15 @@ class NodeClassStatus(QueueController):
 
     async def _write_status(self, nodeclass: EC2NodeClass, resolved: ResolvedNodeClass) -> None:
         meta = nodeclass.metadata
+        reserved = resolved.capacity_reservations is not None
         conditions = apply_conditions(
             nodeclass.status.conditions,
-            desired_conditions(resolved.failures),
+            desired_conditions(resolved.failures, reserved_capacity=reserved),
             now=self.deps.clock.now(),
             generation=meta.generation,
         )
         body = status_body(nodeclass, resolved, conditions)
-        if body == current_body(nodeclass):
+        if body == current_body(nodeclass, reserved_capacity=reserved):
             return
         patch = {"status": body, "metadata": {"resourceVersion": meta.resource_version}}
         await self.deps.client.patch(

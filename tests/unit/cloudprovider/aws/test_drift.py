@@ -60,9 +60,13 @@ def edited(**changes: Any) -> dict[str, Any]:
 
 
 def instance(
-    image: str = "ami-new", subnet: str = "subnet-a", sgs: tuple[str, ...] = ("sg-1", "sg-2")
+    image: str = "ami-new",
+    subnet: str = "subnet-a",
+    sgs: tuple[str, ...] = ("sg-1", "sg-2"),
+    reservation: str = "",
 ) -> Instance:
     return Instance(
+        capacity_reservation_id=reservation,
         id="i-0abc",
         instance_type="m5.large",
         zone="us-west-2a",
@@ -244,6 +248,29 @@ def test_drift_reason(
     nodeclaim: NodeClaim, nc: EC2NodeClass, inst: Instance, expected: str
 ) -> None:
     assert drift_reason(nodeclaim, nc, inst) == expected
+
+
+CR = factories.capacity_reservation("cr-1").model_dump(mode="json", by_alias=True)
+RESERVATION_DRIFT: list[tuple[str, bool, list[dict[str, Any]], str, str]] = [
+    ("reservation still selected", True, [CR], "cr-1", ""),
+    ("reservation no longer selected", True, [], "cr-1", "CapacityReservationDrift"),
+    ("another reservation selected", True, [CR], "cr-2", "CapacityReservationDrift"),
+    ("not in a reservation", True, [], "", ""),
+    ("gate off: reservations are not checked", False, [], "cr-1", ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("gate", "reservations", "instance_in", "expected"),
+    [c[1:] for c in RESERVATION_DRIFT],
+    ids=[c[0] for c in RESERVATION_DRIFT],
+)
+def test_capacity_reservation_drift(
+    gate: bool, reservations: list[dict[str, Any]], instance_in: str, expected: str
+) -> None:
+    nc = nodeclass(capacityReservations=reservations)
+    inst = instance(reservation=instance_in)
+    assert drift_reason(claim(), nc, inst, reserved_capacity=gate) == expected
 
 
 def test_selector_edit_alone_is_not_drift() -> None:

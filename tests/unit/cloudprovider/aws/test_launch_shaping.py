@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from karpenter_py.cloudprovider.aws import fleet, launchtemplates, userdata
+from karpenter_py.cloudprovider.aws.capacityreservations import ReservationTarget
 from karpenter_py.cloudprovider.aws.fleet import (
     FleetError,
     FleetLaunchError,
@@ -393,3 +394,75 @@ def test_plan_launch_spot_only_without_spot_is_insufficient() -> None:
         plan_launch(_reqs(("karpenter.sh/capacity-type", "In", ("spot",))), types, [A])
     with pytest.raises(InsufficientCapacityError, match="no instance type has an available"):
         plan_launch(_reqs(), types, [B])
+
+
+# ---------------------------------------------------------------- reserved capacity
+
+
+@pytest.mark.parametrize(
+    ("reservation", "opt_out", "expected"),
+    [
+        (None, False, {}),
+        (
+            ReservationTarget("cr-1"),
+            False,
+            {
+                "CapacityReservationSpecification": {
+                    "CapacityReservationTarget": {"CapacityReservationId": "cr-1"}
+                }
+            },
+        ),
+        (
+            ReservationTarget("cr-2", "capacity-block"),
+            False,
+            {
+                "CapacityReservationSpecification": {
+                    "CapacityReservationTarget": {"CapacityReservationId": "cr-2"}
+                },
+                "InstanceMarketOptions": {"MarketType": "capacity-block"},
+            },
+        ),
+        # an on-demand launch of a class that selects reservations stays out of open ones
+        (
+            None,
+            True,
+            {"CapacityReservationSpecification": {"CapacityReservationPreference": "none"}},
+        ),
+    ],
+)
+def test_template_data_reservation_fields(
+    reservation: ReservationTarget | None, opt_out: bool, expected: dict[str, object]
+) -> None:
+    nc = ec2nodeclass()
+    data = launchtemplates.template_data(
+        nc, "ami-1", "t", reservation, opt_out_of_open_reservations=opt_out
+    )
+    plain = launchtemplates.template_data(nc, "ami-1", "t")
+    assert {k: v for k, v in data.items() if k not in plain} == expected
+
+
+@pytest.mark.parametrize(
+    ("target", "lifecycle"), [(None, "on-demand"), ("capacity-block", "capacity-block")]
+)
+def test_reserved_fleet_request_and_errors(target: str | None, lifecycle: str) -> None:
+    override = Override("lt-r", "m5.large", "subnet-a", A, 0.0000001)
+    req = FleetRequest("reserved", (override,), (), target_capacity_type=target or "on-demand")
+    params = fleet.create_fleet_input(req, 1)
+    assert params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == lifecycle
+    assert params["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
+    response = {
+        "Errors": [
+            {
+                "ErrorCode": "ReservationCapacityExceeded",
+                "ErrorMessage": "full",
+                "Lifecycle": "on-demand",
+                "LaunchTemplateAndOverrides": {
+                    "LaunchTemplateSpecification": {"LaunchTemplateName": "lt-r"},
+                    "Overrides": {"InstanceType": "m5.large", "SubnetId": "subnet-a"},
+                },
+            }
+        ]
+    }
+    result = fleet.parse_fleet_response(req, response)
+    # the offering that failed is the reserved one, whatever lifecycle EC2 names
+    assert fleet.unavailable_offerings(result.errors) == (("m5.large", A, "reserved"),)

@@ -195,3 +195,64 @@ def test_kubernetes_version_read_by_concurrent_callers_is_one_get() -> None:
 
     assert asyncio.run(together()) == ["1.31"] * 3
     assert len(client.calls_of("get")) == 1
+
+
+# ----------------------------------------------------------------------------- ReservedCapacity
+
+CR_DOWN = Failure(
+    "CapacityReservationsResolutionFailed",
+    "failed to resolve CapacityReservations: Throttling",
+    transient=True,
+)
+
+
+@pytest.mark.parametrize(
+    ("reserved_capacity", "failures", "expected"),
+    [
+        # gate off: the condition is neither written nor part of Ready (behaviour unchanged)
+        (False, {}, None),
+        (True, {}, ("True", "CapacityReservationsReady", "True", "Ready")),
+        (
+            True,
+            {"CapacityReservationsReady": CR_DOWN},
+            ("False", CR_DOWN.reason, "False", "UnhealthyDependents"),
+        ),
+    ],
+)
+def test_capacity_reservations_condition_only_with_the_gate(
+    reserved_capacity: bool, failures: dict[str, Failure], expected: tuple[str, ...] | None
+) -> None:
+    got = {c.type: c for c in desired_conditions(failures, reserved_capacity=reserved_capacity)}
+    if expected is None:
+        assert "CapacityReservationsReady" not in got
+        assert (got["Ready"].status, got["Ready"].reason) == ("True", "Ready")
+        return
+    cr = got["CapacityReservationsReady"]
+    assert (cr.status, cr.reason, got["Ready"].status, got["Ready"].reason) == expected
+
+
+def test_status_body_writes_capacity_reservations_only_with_the_gate() -> None:
+    reservation = factories.capacity_reservation("cr-1")
+    wire = {
+        "id": "cr-1",
+        "availabilityZone": "us-west-2a",
+        "instanceType": "m5.large",
+        "ownerID": "123456789012",
+        "instanceMatchCriteria": "targeted",
+        "reservationType": "default",
+        "state": "active",  # interruptible: false is left out, as upstream's omitempty does
+    }
+    gate_off = ResolvedNodeClass(instance_profile="c_1")
+    assert "capacityReservations" not in status_body(nodeclass(), gate_off, [])
+    gate_on = ResolvedNodeClass(instance_profile="c_1", capacity_reservations=[reservation])
+    body = status_body(nodeclass(), gate_on, [])
+    assert body["capacityReservations"] == [wire]
+    written = nodeclass(body)
+    assert current_body(written, reserved_capacity=True) == status_body(written, gate_on, [])
+    # an AWS error keeps the reservations the status had
+    failed = ResolvedNodeClass(
+        instance_profile="c_1",
+        capacity_reservations=[],
+        failures={"CapacityReservationsReady": CR_DOWN},
+    )
+    assert status_body(written, failed, [])["capacityReservations"] == [wire]
