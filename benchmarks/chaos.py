@@ -61,8 +61,9 @@ Scenarios:
 * ``aws-outage`` (AWS world): for 20 s from a seeded moment of the scale-up, every AWS call's
   connection is reset.
 * ``aws-vanish`` (AWS world): 0-8 s after the first launch, 1-3 launched instances are
-  terminated behind the controller's back (as a user or EC2 would); the fake kubelet deletes
-  their Nodes as the cloud node controller does, and their pods must run elsewhere.
+  terminated behind the controller's back (as a user or EC2 would), and their state-change
+  notifications go to the interruption queue as EventBridge would send them; the fake kubelet
+  deletes their Nodes as the cloud node controller does, and their pods must run elsewhere.
 * ``hostile-messages`` (AWS world): once a NodeClaim has its instance, 1,000 malformed messages
   (bad JSON, 256 KB bodies, deep nesting, NUL characters, unknown instance IDs, some sent twice)
   go to the interruption queue with one real spot interruption warning for that instance
@@ -191,6 +192,7 @@ from tests.aws.fleetfaults import Offering as FleetOffering
 from tests.aws.fleetfaults import insufficient_capacity
 from tests.cluster.awskubelet import running_kubelet
 from tests.cluster.harness import condition, events_for, is_true, pdb
+from tests.unit.cloudprovider.aws.interruption_samples import state_change
 
 write_kubeconfig: Any = importlib.import_module("cluster").write_kubeconfig  # hack/, via e2e
 
@@ -544,6 +546,18 @@ async def aws_vanish(run: Run) -> int:
     gone = run.rng.sample(launched, min(len(launched), run.rng.randint(*VANISH_COUNT)))
     ids = [pid.rsplit("/", 1)[-1] for pid in gone]
     await run.aws.clients.ec2.terminate_instances(InstanceIds=ids)
+    # EventBridge forwards EC2's state changes to the interruption queue (the getting-started
+    # stack's rule); moto has no EventBridge, so the runner sends what it would. Without the
+    # message an instance gone before its Node registered waits for the 15-minute registration
+    # timeout, as upstream's does (its garbage collection only takes registered NodeClaims).
+    entries = [
+        {
+            "Id": str(i),
+            "MessageBody": json.dumps({**state_change(iid, "terminated"), "id": f"vanish-{iid}"}),
+        }
+        for i, iid in enumerate(ids)
+    ]
+    await run.aws.clients.sqs.send_message_batch(QueueUrl=run.aws.queue_url, Entries=entries)
     print(f"[chaos] aws-vanish: terminated {', '.join(ids)}", file=sys.stderr)
     return len(ids)
 
