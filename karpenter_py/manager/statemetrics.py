@@ -42,7 +42,7 @@ from karpenter_py.model.labels import (
     RESOURCE_CPU,
 )
 from karpenter_py.model.quantity import QuantityError, parse_resource
-from karpenter_py.obs.metrics import Gauge, Metrics
+from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import object_key
 from karpenter_py.state.snapshot import is_provisionable
@@ -121,15 +121,6 @@ def nodepool_series(np: NodePool) -> tuple[dict[Labels, float], dict[Labels, flo
     return usage, limit
 
 
-def _replace_series(gauge: Gauge, old: dict[Labels, float], new: dict[Labels, float]) -> None:
-    """Write the series whose value changed and remove those no longer present."""
-    for labels, value in new.items():
-        if old.get(labels) != value:
-            gauge.labels(*labels).set(value)
-    for labels in old.keys() - new.keys():
-        Metrics.remove_series(gauge, labels)
-
-
 class StateMetrics:
     """One :meth:`update` per pass; keeps what it exported last so it can remove stale series."""
 
@@ -182,8 +173,8 @@ class StateMetrics:
             u, lim = nodepool_series(np)
             usage.update(u)
             limit.update(lim)
-        _replace_series(self.metrics.nodepools_usage, self._usage, usage)
-        _replace_series(self.metrics.nodepools_limit, self._limit, limit)
+        Metrics.replace_series(self.metrics.nodepools_usage, self._usage, usage)
+        Metrics.replace_series(self.metrics.nodepools_limit, self._limit, limit)
         self._usage, self._limit = usage, limit
 
     def _pod_states(self) -> None:

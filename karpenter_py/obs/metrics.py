@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Generic, Self, TypeVar, overload
 
 from prometheus_client import (
@@ -360,6 +360,35 @@ class Metrics:
         "The time for which cluster state is not synced",
     )
 
+    # ---- cost (the prices the disruption pass decides with; karpenter-py names except the first)
+    cloudprovider_instance_type_offering_price_estimate = _gauge(
+        "karpenter_cloudprovider_instance_type_offering_price_estimate",
+        "Instance type offering estimated hourly price used when making informed decisions on "
+        "node cost calculation, based on instance type, capacity type, and zone. The lowest "
+        "where NodePools (overlays) or reservations price one offering differently.",
+        ("instance_type", "capacity_type", "zone"),
+    )
+    nodes_hourly_price = _gauge(
+        "karpenter_nodes_hourly_price",
+        "karpenter-py: hourly price of a managed node, the offering it runs on as the "
+        "disruption pass prices it (0 when no offering of its NodePool prices it). Labeled by "
+        "node, nodepool, instance type, capacity type and zone.",
+        ("node_name", "nodepool", "instance_type", "capacity_type", "zone"),
+    )
+    nodepools_hourly_price = _gauge(
+        "karpenter_nodepools_hourly_price",
+        "karpenter-py: sum of karpenter_nodes_hourly_price over a NodePool's nodes.",
+        ("nodepool",),
+    )
+    voluntary_disruption_blocked_savings = _gauge(
+        "karpenter_voluntary_disruption_blocked_savings_hourly",
+        "karpenter-py: hourly saving the last disruption pass found but could not act on, by "
+        "reason: budget (empty nodes a disruption budget kept), validation (the command was "
+        "rejected when re-checked after the validation delay), start_failed (the command could "
+        "not be started: taint or replacement create failed). 0 when nothing is blocked.",
+        ("reason",),
+    )
+
     # ---- cloud provider
     cloudprovider_duration = _histogram(
         "karpenter_cloudprovider_duration_seconds",
@@ -490,6 +519,20 @@ class Metrics:
         """Drop one labelled series (by label values, in declaration order) if it exists."""
         with contextlib.suppress(KeyError):
             metric.remove(*labels)
+
+    @staticmethod
+    def replace_series(
+        gauge: Gauge,
+        old: Mapping[tuple[str, ...], float],
+        new: Mapping[tuple[str, ...], float],
+    ) -> None:
+        """Make ``gauge`` hold the series of ``new`` (label values -> value) where it held those
+        of ``old``: write the series whose value changed, remove those no longer present."""
+        for labels, value in new.items():
+            if old.get(labels) != value:
+                gauge.labels(*labels).set(value)
+        for labels in old.keys() - new.keys():
+            Metrics.remove_series(gauge, labels)
 
     def observe_reconcile(self, controller: str, result: str, seconds: float) -> None:
         """One work item reconciled: controller-runtime's reconcile metrics and the work queue's
