@@ -31,6 +31,7 @@ from karpenter_py.controllers.provisioning.provisioner import RoundResult
 from karpenter_py.controllers.runtime import Watch
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import PODS
+from karpenter_py.manager.informermetrics import InformerMetrics
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod
 from karpenter_py.model.labels import (
@@ -281,12 +282,15 @@ async def run_state_metrics(
     interval: float = 5.0,
     *,
     scheduling: SchedulingMetrics | None = None,
+    informers: InformerMetrics | None = None,
 ) -> None:
     """Refresh the cluster-state metrics forever; a failing pass is logged, never fatal."""
     state = StateMetrics(cluster, metrics, clock)
     while True:
         try:
             state.update()
+            if informers is not None:
+                informers.update()
             if scheduling is not None:
                 scheduling.prune()
         except Exception:

@@ -27,6 +27,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     Summary,
     disable_created_metrics,
     generate_latest,
@@ -462,6 +463,25 @@ class Metrics:
         ("controller",),
     )
 
+    # ---- informers (karpenter-py names: upstream's client-go reflectors export none)
+    informer_watch_restarts = _counter(
+        "karpenter_informer_watch_restarts_total",
+        "karpenter-py: watches an informer opened again after its first (the server ended the "
+        "stream, it failed, or its resourceVersion expired). Labeled by informer.",
+        ("informer",),
+    )
+    informer_relists = _counter(
+        "karpenter_informer_relists_total",
+        "karpenter-py: lists an informer made after its first, to recover from an expired "
+        "resourceVersion (410 Gone). Labeled by informer.",
+        ("informer",),
+    )
+    informer_errors = _counter(
+        "karpenter_informer_errors_total",
+        "karpenter-py: list or watch failures an informer backed off from. Labeled by informer.",
+        ("informer",),
+    )
+
     # ---- leader election (client-go's leaderelection metrics provider)
     leader_election_master_status = _gauge(
         "leader_election_master_status",
@@ -489,6 +509,9 @@ class Metrics:
 
     def __init__(self, *, version: str = "unknown", commit: str = "") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # process_resident_memory_bytes, process_cpu_seconds_total, ...: client_golang's process
+        # collector exports the same names (read from /proc; nothing on other platforms).
+        ProcessCollector(registry=self.registry)
         # Registered in declaration order (the order /metrics lists them). Each lands in the
         # instance's __dict__, so reading ``metrics.x`` costs no descriptor call.
         for attr, declared in vars(Metrics).items():
@@ -513,6 +536,21 @@ class Metrics:
         for family in self.registry.collect():
             out.add(f"{family.name}_total" if family.type == "counter" else family.name)
         return out
+
+    def sample_names(self) -> set[str]:
+        """Every sample name ``/metrics`` may carry, whether or not it has a series yet:
+        counters' ``_total``, histograms' ``_bucket``/``_sum``/``_count``, summaries' own name
+        with ``_sum``/``_count``, gauges' own name. What a PromQL query may select."""
+        suffixes = {
+            "counter": ("_total",),
+            "histogram": ("_bucket", "_sum", "_count"),
+            "summary": ("", "_sum", "_count"),
+        }
+        return {
+            family.name + suffix
+            for family in self.registry.collect()
+            for suffix in suffixes.get(family.type, ("",))
+        }
 
     @staticmethod
     def remove_series(metric: Gauge, labels: Sequence[str]) -> None:
