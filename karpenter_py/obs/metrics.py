@@ -364,9 +364,9 @@ class Metrics:
     # ---- cost (the prices the disruption pass decides with; karpenter-py names except the first)
     cloudprovider_instance_type_offering_price_estimate = _gauge(
         "karpenter_cloudprovider_instance_type_offering_price_estimate",
-        "Instance type offering estimated hourly price used when making informed decisions on "
-        "node cost calculation, based on instance type, capacity type, and zone. The lowest "
-        "where NodePools (overlays) or reservations price one offering differently.",
+        "Estimated hourly price of an offering (instance type, capacity type, zone) as "
+        "provisioning and consolidation compare it. The lowest where NodePools (overlays) or "
+        "reservations price one offering differently.",
         ("instance_type", "capacity_type", "zone"),
     )
     nodes_hourly_price = _gauge(
