@@ -71,13 +71,13 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # for tests.factories (benchmarks run as a script)
 
 from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_instance_types  # noqa: E402
+from karpenter_py.controllers.disruption.candidates import hourly_price  # noqa: E402
 from karpenter_py.controllers.disruption.context import PassContext  # noqa: E402
 from karpenter_py.controllers.disruption.decide import (  # noqa: E402
     Facts,
     Search,
     apply_command,
     evaluate,
-    hourly_price,
 )
 from karpenter_py.controllers.disruption.multinode import MULTI_NODE  # noqa: E402
 from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE  # noqa: E402

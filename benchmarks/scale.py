@@ -76,10 +76,8 @@ if str(REPO) not in sys.path:
 from karpenter_py.aio.clock import FakeClock  # noqa: E402
 from karpenter_py.cloudprovider.aws.instancetype_math import builtin_aws_catalog  # noqa: E402
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider  # noqa: E402
-from karpenter_py.controllers.disruption.decide import (  # noqa: E402
-    hourly_price,
-    next_command,
-)
+from karpenter_py.controllers.disruption.candidates import hourly_price  # noqa: E402
+from karpenter_py.controllers.disruption.decide import next_command  # noqa: E402
 from karpenter_py.controllers.disruption.types import Decision  # noqa: E402
 from karpenter_py.kube.client import KubeClient  # noqa: E402
 from karpenter_py.kube.config import KubeConfig  # noqa: E402

@@ -88,7 +88,8 @@ from karpenter_py.cli.plan import (
     _price,
     _table,
 )
-from karpenter_py.controllers.disruption.decide import Facts, evaluate, hourly_price
+from karpenter_py.controllers.disruption.candidates import hourly_price
+from karpenter_py.controllers.disruption.decide import Facts, evaluate
 from karpenter_py.controllers.disruption.types import Candidate, Command, Decision
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.inputs import SolveOptions

@@ -70,6 +70,7 @@ from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.manager import webhook
 from karpenter_py.manager.adapters import KubeNodeAPI, KubeNodeClaimWriter
 from karpenter_py.manager.aws import AwsStack
+from karpenter_py.manager.informermetrics import InformerMetrics
 from karpenter_py.manager.leader import LeaderElector, Leadership, default_identity
 from karpenter_py.manager.probes import serve
 from karpenter_py.manager.settings import Settings
@@ -417,7 +418,11 @@ class App:
             tg.create_task(self.run_informers())
             tg.create_task(
                 run_state_metrics(
-                    self.cluster, self.metrics, self.clock, scheduling=self.scheduling_metrics
+                    self.cluster,
+                    self.metrics,
+                    self.clock,
+                    scheduling=self.scheduling_metrics,
+                    informers=InformerMetrics(self.metrics, self.reflectors),
                 )
             )
             if s.disable_leader_election:

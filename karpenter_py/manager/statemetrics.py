@@ -31,6 +31,7 @@ from karpenter_py.controllers.provisioning.provisioner import RoundResult
 from karpenter_py.controllers.runtime import Watch
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import PODS
+from karpenter_py.manager.informermetrics import InformerMetrics
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod
 from karpenter_py.model.labels import (
@@ -42,7 +43,7 @@ from karpenter_py.model.labels import (
     RESOURCE_CPU,
 )
 from karpenter_py.model.quantity import QuantityError, parse_resource
-from karpenter_py.obs.metrics import Gauge, Metrics
+from karpenter_py.obs.metrics import Metrics
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import object_key
 from karpenter_py.state.snapshot import is_provisionable
@@ -121,15 +122,6 @@ def nodepool_series(np: NodePool) -> tuple[dict[Labels, float], dict[Labels, flo
     return usage, limit
 
 
-def _replace_series(gauge: Gauge, old: dict[Labels, float], new: dict[Labels, float]) -> None:
-    """Write the series whose value changed and remove those no longer present."""
-    for labels, value in new.items():
-        if old.get(labels) != value:
-            gauge.labels(*labels).set(value)
-    for labels in old.keys() - new.keys():
-        Metrics.remove_series(gauge, labels)
-
-
 class StateMetrics:
     """One :meth:`update` per pass; keeps what it exported last so it can remove stale series."""
 
@@ -182,8 +174,8 @@ class StateMetrics:
             u, lim = nodepool_series(np)
             usage.update(u)
             limit.update(lim)
-        _replace_series(self.metrics.nodepools_usage, self._usage, usage)
-        _replace_series(self.metrics.nodepools_limit, self._limit, limit)
+        Metrics.replace_series(self.metrics.nodepools_usage, self._usage, usage)
+        Metrics.replace_series(self.metrics.nodepools_limit, self._limit, limit)
         self._usage, self._limit = usage, limit
 
     def _pod_states(self) -> None:
@@ -290,12 +282,15 @@ async def run_state_metrics(
     interval: float = 5.0,
     *,
     scheduling: SchedulingMetrics | None = None,
+    informers: InformerMetrics | None = None,
 ) -> None:
     """Refresh the cluster-state metrics forever; a failing pass is logged, never fatal."""
     state = StateMetrics(cluster, metrics, clock)
     while True:
         try:
             state.update()
+            if informers is not None:
+                informers.update()
             if scheduling is not None:
                 scheduling.prune()
         except Exception:

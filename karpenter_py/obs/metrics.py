@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Generic, Self, TypeVar, overload
 
 from prometheus_client import (
@@ -27,6 +27,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     Summary,
     disable_created_metrics,
     generate_latest,
@@ -360,6 +361,35 @@ class Metrics:
         "The time for which cluster state is not synced",
     )
 
+    # ---- cost (the prices the disruption pass decides with; karpenter-py names except the first)
+    cloudprovider_instance_type_offering_price_estimate = _gauge(
+        "karpenter_cloudprovider_instance_type_offering_price_estimate",
+        "Estimated hourly price of an offering (instance type, capacity type, zone) as "
+        "provisioning and consolidation compare it. The lowest where NodePools (overlays) or "
+        "reservations price one offering differently.",
+        ("instance_type", "capacity_type", "zone"),
+    )
+    nodes_hourly_price = _gauge(
+        "karpenter_nodes_hourly_price",
+        "karpenter-py: hourly price of a managed node, the offering it runs on as the "
+        "disruption pass prices it (0 when no offering of its NodePool prices it). Labeled by "
+        "node, nodepool, instance type, capacity type and zone.",
+        ("node_name", "nodepool", "instance_type", "capacity_type", "zone"),
+    )
+    nodepools_hourly_price = _gauge(
+        "karpenter_nodepools_hourly_price",
+        "karpenter-py: sum of karpenter_nodes_hourly_price over a NodePool's nodes.",
+        ("nodepool",),
+    )
+    voluntary_disruption_blocked_savings = _gauge(
+        "karpenter_voluntary_disruption_blocked_savings_hourly",
+        "karpenter-py: hourly saving the last disruption pass found but could not act on, by "
+        "reason: budget (empty nodes a disruption budget kept), validation (the command was "
+        "rejected when re-checked after the validation delay), start_failed (the command could "
+        "not be started: taint or replacement create failed). 0 when nothing is blocked.",
+        ("reason",),
+    )
+
     # ---- cloud provider
     cloudprovider_duration = _histogram(
         "karpenter_cloudprovider_duration_seconds",
@@ -433,6 +463,25 @@ class Metrics:
         ("controller",),
     )
 
+    # ---- informers (karpenter-py names: upstream's client-go reflectors export none)
+    informer_watch_restarts = _counter(
+        "karpenter_informer_watch_restarts_total",
+        "karpenter-py: watches an informer opened again after its first (the server ended the "
+        "stream, it failed, or its resourceVersion expired). Labeled by informer.",
+        ("informer",),
+    )
+    informer_relists = _counter(
+        "karpenter_informer_relists_total",
+        "karpenter-py: lists an informer made after its first, to recover from an expired "
+        "resourceVersion (410 Gone). Labeled by informer.",
+        ("informer",),
+    )
+    informer_errors = _counter(
+        "karpenter_informer_errors_total",
+        "karpenter-py: list or watch failures an informer backed off from. Labeled by informer.",
+        ("informer",),
+    )
+
     # ---- leader election (client-go's leaderelection metrics provider)
     leader_election_master_status = _gauge(
         "leader_election_master_status",
@@ -460,6 +509,9 @@ class Metrics:
 
     def __init__(self, *, version: str = "unknown", commit: str = "") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # process_resident_memory_bytes, process_cpu_seconds_total, ...: client_golang's process
+        # collector exports the same names (read from /proc; nothing on other platforms).
+        ProcessCollector(registry=self.registry)
         # Registered in declaration order (the order /metrics lists them). Each lands in the
         # instance's __dict__, so reading ``metrics.x`` costs no descriptor call.
         for attr, declared in vars(Metrics).items():
@@ -485,11 +537,40 @@ class Metrics:
             out.add(f"{family.name}_total" if family.type == "counter" else family.name)
         return out
 
+    def sample_names(self) -> set[str]:
+        """Every sample name ``/metrics`` may carry, whether or not it has a series yet:
+        counters' ``_total``, histograms' ``_bucket``/``_sum``/``_count``, summaries' own name
+        with ``_sum``/``_count``, gauges' own name. What a PromQL query may select."""
+        suffixes = {
+            "counter": ("_total",),
+            "histogram": ("_bucket", "_sum", "_count"),
+            "summary": ("", "_sum", "_count"),
+        }
+        return {
+            family.name + suffix
+            for family in self.registry.collect()
+            for suffix in suffixes.get(family.type, ("",))
+        }
+
     @staticmethod
     def remove_series(metric: Gauge, labels: Sequence[str]) -> None:
         """Drop one labelled series (by label values, in declaration order) if it exists."""
         with contextlib.suppress(KeyError):
             metric.remove(*labels)
+
+    @staticmethod
+    def replace_series(
+        gauge: Gauge,
+        old: Mapping[tuple[str, ...], float],
+        new: Mapping[tuple[str, ...], float],
+    ) -> None:
+        """Make ``gauge`` hold the series of ``new`` (label values -> value) where it held those
+        of ``old``: write the series whose value changed, remove those no longer present."""
+        for labels, value in new.items():
+            if old.get(labels) != value:
+                gauge.labels(*labels).set(value)
+        for labels in old.keys() - new.keys():
+            Metrics.remove_series(gauge, labels)
 
     def observe_reconcile(self, controller: str, result: str, seconds: float) -> None:
         """One work item reconciled: controller-runtime's reconcile metrics and the work queue's

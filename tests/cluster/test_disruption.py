@@ -347,6 +347,8 @@ async def test_an_oversized_node_is_replaced_by_a_cheaper_one(client: KubeClient
 
 
 async def test_a_zero_budget_blocks_with_an_event(client: KubeClient) -> None:
+    """An empty node a zero budget keeps stays, with a DisruptionBlocked event, and its price is
+    reported as the saving the budget blocks."""
     pool = unique("pool")
     await client.create(NODEPOOLS, pool_body(pool, budgets=[{"nodes": "0"}]))
     async with namespace(client) as ns:
@@ -378,8 +380,63 @@ async def test_a_zero_budget_blocks_with_an_event(client: KubeClient) -> None:
                     )
                     == 0.0
                 )
+                await kept_node_is_priced_and_a_blocked_saving(client, app, pool)
         finally:
             await clean_pool(client, pool, ns)
+
+
+def node_prices(app: App, pool: str) -> dict[str, float]:
+    """node name -> karpenter_nodes_hourly_price of the pool's nodes."""
+    return {
+        s.labels["node_name"]: s.value
+        for family in app.metrics.registry.collect()
+        for s in family.samples
+        if s.name == "karpenter_nodes_hourly_price" and s.labels["nodepool"] == pool
+    }
+
+
+async def kept_node_is_priced_and_a_blocked_saving(client: KubeClient, app: App, pool: str) -> None:
+    """The pool's one empty node, kept by a zero budget, is priced (node, NodePool total and its
+    offering agree) and its whole price is the blocked saving of reason ``budget``; once the
+    budget opens, emptiness deletes it and its series go."""
+    get = app.metrics.registry.get_sample_value
+    blocked = "karpenter_voluntary_disruption_blocked_savings_hourly"
+    (node,) = await nodes_of(client, pool)
+    name, labels = node["metadata"]["name"], node["metadata"]["labels"]
+    offering = {
+        "instance_type": labels["node.kubernetes.io/instance-type"],
+        "capacity_type": "on-demand",
+        "zone": labels["topology.kubernetes.io/zone"],
+    }
+    price = node_prices(app, pool)[name]
+    assert price > 0.0
+    assert (
+        get("karpenter_nodes_hourly_price", {"node_name": name, "nodepool": pool, **offering})
+        == price
+    )
+    assert get("karpenter_nodepools_hourly_price", {"nodepool": pool}) == price
+    assert get("karpenter_cloudprovider_instance_type_offering_price_estimate", offering) == price
+    await eventually(
+        lambda: get(blocked, {"reason": "budget"}) == price,
+        within=30,
+        interval=0.5,
+        what="the empty node's price as the saving the budget blocks",
+    )
+
+    await client.patch(
+        NODEPOOLS,
+        pool,
+        {"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}},
+        patch_type=PatchType.MERGE,
+    )
+    await eventually(
+        lambda: not node_prices(app, pool),
+        within=60,
+        interval=0.5,
+        what="the deleted node's price series removed",
+    )
+    assert get("karpenter_nodepools_hourly_price", {"nodepool": pool}) is None
+    assert get(blocked, {"reason": "budget"}) == 0.0
 
 
 async def test_three_nodes_become_one(client: KubeClient) -> None:

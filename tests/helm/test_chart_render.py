@@ -10,6 +10,7 @@ manifests/ has a ``latest`` placeholder). The chart's crds/ is a link to manifes
 from __future__ import annotations
 
 import copy
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -539,6 +540,63 @@ def test_service_monitor_scrapes_the_metrics_port_when_enabled() -> None:
     }
 
 
+DASHBOARD_FILES = sorted((CHART / "dashboards").glob("*.json"))
+
+
+def dashboard_maps(objects: list[Obj]) -> dict[str, Obj]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
+
+
+def test_dashboards_are_off_by_default() -> None:
+    assert dashboard_maps(render()) == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "namespace", "label", "annotations"),
+    [
+        pytest.param(
+            sets("dashboards.enabled=true"),
+            "karpenter",
+            ("grafana_dashboard", "1"),
+            None,
+            id="sidecar defaults",
+        ),
+        pytest.param(
+            sets(
+                "dashboards.enabled=true",
+                "dashboards.label=my_dashboards",
+                "dashboards.labelValue=yes",
+                "dashboards.namespace=monitoring",
+                "dashboards.annotations.grafana_folder=Karpenter",
+            ),
+            "monitoring",
+            ("my_dashboards", "yes"),
+            {"grafana_folder": "Karpenter"},
+            id="configured",
+        ),
+    ],
+)
+def test_dashboards_ship_as_configmaps_the_grafana_sidecar_finds(
+    args: list[str],
+    namespace: str,
+    label: tuple[str, str],
+    annotations: dict[str, str] | None,
+) -> None:
+    maps = dashboard_maps(render(*args))
+    assert sorted(maps) == [f"karpenter-dashboard-{p.stem}" for p in DASHBOARD_FILES]
+    for path in DASHBOARD_FILES:
+        cm = maps[f"karpenter-dashboard-{path.stem}"]
+        assert cm["metadata"]["namespace"] == namespace
+        assert cm["metadata"]["labels"][label[0]] == label[1]
+        assert cm["metadata"]["labels"]["app.kubernetes.io/instance"] == "karpenter"
+        assert cm["metadata"].get("annotations") == annotations
+        assert list(cm["data"]) == [f"karpenter-py-{path.stem}.json"]
+        # The dashboard JSON arrives unchanged.
+        assert json.loads(cm["data"][f"karpenter-py-{path.stem}.json"]) == json.loads(
+            path.read_text()
+        )
+
+
 def test_restricted_pod_security_is_always_met() -> None:
     pod = by_kind(render(*AWS_SETTINGS))["Deployment"]["spec"]["template"]["spec"]
     assert pod["securityContext"] == {
@@ -577,6 +635,7 @@ LINT_CASES = [
         id="digest-irsa-monitor",
     ),
     pytest.param(sets("settings.interruptionQueueName=legacy"), id="alias"),
+    pytest.param(sets("dashboards.enabled=true"), id="dashboards"),
 ]
 
 

@@ -208,6 +208,13 @@ def _instance_type(
     return None
 
 
+def hourly_price(node: StateNode, instance_types: Mapping[str, Sequence[InstanceType]]) -> float:
+    """What a node costs per hour: the offering of its NodePool's instance type it runs on (zone,
+    capacity type, reservation labels), 0 when none prices it. The one price of a node: candidates,
+    ``plan --disruption`` and the cost metrics all read it here."""
+    return _price(_instance_type(node, instance_types), node)
+
+
 def make_candidate(
     node: StateNode,
     nodepool: NodePool,

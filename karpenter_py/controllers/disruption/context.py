@@ -62,6 +62,7 @@ class PassContext:
         self._budgets: dict[Reason, dict[str, int]] = {}
         self.timed_out: list[Timeout] = []
         self.eligible: dict[Method, int] = {}
+        self.budget_blocked = 0.0  # see Decision.budget_blocked
 
     def candidates_for(self, method: Method) -> list[Candidate]:
         """The candidates of ``method``'s disruption class."""

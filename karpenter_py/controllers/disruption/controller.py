@@ -30,6 +30,10 @@ e. the command goes to the :class:`~karpenter_py.controllers.disruption.queue.Or
    the candidates for deletion (upstream's synchronous StartCommand), so the next pass's budgets
    count them; waiting for the replacements and the deletes go on in the queue's own task.
 
+Each pass that decides also refreshes the cost gauges from its facts (``cost.CostMetrics``: offering,
+node and NodePool prices, and the saving it found but could not act on: kept by a budget, rejected
+at validation, or failed to start).
+
 The last decision is kept (``last_decision``; ``report()`` gives it as JSON-ready data) and logged,
 so "why is this node still here?" has an answer on demand.
 """
@@ -48,6 +52,12 @@ from karpenter_py.controllers.disruption.budgets import (
     budget_mapping,
     explain_budget,
     pool_node_counts,
+)
+from karpenter_py.controllers.disruption.cost import (
+    BUDGET,
+    START_FAILED,
+    VALIDATION,
+    CostMetrics,
 )
 from karpenter_py.controllers.disruption.decide import (
     COMMAND_VALIDATION_DELAY,
@@ -133,6 +143,7 @@ class Disruption:
         self._blocked_seen: dict[tuple[str, str], float] = {}
         self._unconsolidatable_seen: dict[tuple[str, str], float] = {}
         self._gauge_pools: set[tuple[str, str]] = set()
+        self.cost = CostMetrics(deps.metrics) if deps.metrics is not None else None
 
     # ------------------------------------------------------------------ loop
     def watches(self) -> Sequence[Watch]:
@@ -170,10 +181,13 @@ class Disruption:
             self.skipped += 1
             return False
         facts = await self.facts(snapshot)
+        if self.cost is not None:
+            self.cost.prices(facts.snapshot, facts.instance_types)
         decision = await self._decide(facts)
         self.last_decision = decision
         self.last_decided_at = facts.now
         self._observe(decision)
+        blocked = {BUDGET: decision.budget_blocked}
         self.timeouts(decision, snapshot)
         self.unconsolidatable(decision, snapshot)
         events.invalid_do_not_disrupt(self.deps.recorder, snapshot)
@@ -182,6 +196,7 @@ class Disruption:
             self._noop_at = self.deps.clock.monotonic()
             self._recheck_at = decision.recheck_at
             log.debug("disruption pass found nothing", extra={"decision": self.report()})
+            self._blocked(blocked)
             return False
         self._noop_generation = None
         self._recheck_at = None
@@ -190,6 +205,8 @@ class Disruption:
         if needs_validation(command):
             validated = await self.validate(command)
             if validated is None:
+                blocked[VALIDATION] = command.savings
+                self._blocked(blocked)
                 return False
             command = validated
         entry = self.queue.add(command)
@@ -197,7 +214,15 @@ class Disruption:
         await entry.wait_started()
         # A command that failed to start (taint or create failed) waits out the period before
         # the next pass rather than retrying in a tight loop.
-        return entry.outcome in (Outcome.PENDING, Outcome.SUCCEEDED)
+        started = entry.outcome in (Outcome.PENDING, Outcome.SUCCEEDED)
+        if not started:
+            blocked[START_FAILED] = command.savings
+        self._blocked(blocked)
+        return started
+
+    def _blocked(self, savings: dict[str, float]) -> None:
+        if self.cost is not None:
+            self.cost.blocked(savings)
 
     def idle_delay(self) -> float:
         """Seconds to wait after a pass that started nothing: the period, or less when the last

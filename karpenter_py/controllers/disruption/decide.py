@@ -29,12 +29,9 @@ from karpenter_py.controllers.disruption.types import Command, Decision, Method,
 from karpenter_py.model.core import Node, Pod
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import (
-    LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
-    LABEL_INSTANCE_TYPE,
     LABEL_NODE_INITIALIZED,
     LABEL_NODE_REGISTERED,
-    LABEL_TOPOLOGY_ZONE,
 )
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.scheduling.instances import IndexCache
@@ -86,6 +83,7 @@ def next_command(facts: Facts, *, timer: Timer = time.perf_counter) -> Decision:
         timed_out=tuple(ctx.timed_out),
         eligible=dict(ctx.eligible),
         recheck_at=_recheck_at(ctx),
+        budget_blocked=ctx.budget_blocked,
     )
 
 
@@ -114,6 +112,7 @@ def evaluate(
     current = facts
     unchanged: dict[str, str] = {}
     recheck = None
+    budget_blocked = 0.0
     for step in range(max_commands):
         decision = next_command(current, timer=timer)
         if step == 0:
@@ -125,6 +124,7 @@ def evaluate(
         for m, n in decision.eligible.items():
             eligible.setdefault(m, n)
         unchanged = decision.unchanged
+        budget_blocked = decision.budget_blocked  # what the budgets still keep at the end
         if not decision.commands:
             break
         (command,) = decision.commands
@@ -146,6 +146,7 @@ def evaluate(
         timed_out=tuple(timed_out),
         eligible=eligible,
         recheck_at=recheck,
+        budget_blocked=budget_blocked,
     )
 
 
@@ -216,18 +217,3 @@ def apply_command(snapshot: Snapshot, command: Command, *, tag: str = "0") -> Sn
 
 def _bound(pod: Pod, node_name: str) -> Pod:
     return replace(pod, node_name=node_name, unschedulable=False, nominated_node_name="")
-
-
-def hourly_price(sn: StateNode, instance_types: Mapping[str, Sequence[InstanceType]]) -> float:
-    """What a node costs per hour: its instance type's offering in its zone and capacity type."""
-    labels = sn.labels
-    name = labels.get(LABEL_INSTANCE_TYPE, "")
-    for it in instance_types.get(sn.node_pool, ()):
-        if it.name != name:
-            continue
-        for o in it.offerings:
-            if o.zone == labels.get(LABEL_TOPOLOGY_ZONE) and o.capacity_type == labels.get(
-                LABEL_CAPACITY_TYPE
-            ):
-                return o.price
-    return 0.0

@@ -31,6 +31,8 @@ class Emptiness:
     def compute_command(self, ctx: PassContext) -> Command | None:
         empty = ctx.admitted(self, (c for c in ctx.candidates if is_empty(c.pods)))
         taken = ctx.within_budget(empty, self.reason)
+        kept = {c.name for c in taken}
+        ctx.budget_blocked += sum(c.price for c in empty if c.name not in kept)
         if not taken:
             return None
         price = sum(c.price for c in taken)

@@ -181,3 +181,7 @@ class Decision:
     # consolidateAfter not yet passed, a budget window) may be disrupted: the controller looks
     # again then.
     recheck_at: datetime | None = None
+    # Hourly price of the empty nodes emptiness would have deleted had a budget allowed it: the
+    # saving is exact (deleting an empty node saves its whole price). Non-empty candidates a
+    # budget keeps are not counted: their saving would need a simulation no method ran.
+    budget_blocked: float = 0.0

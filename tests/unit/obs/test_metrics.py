@@ -135,8 +135,17 @@ def test_every_family_is_namespaced_sensibly():
     assert set(UPSTREAM) | set(HISTOGRAMS) <= names
     for name in names:
         assert name.startswith(
-            ("karpenter_", "client_go_", "workqueue_", "controller_runtime_", "leader_election_")
+            (
+                "karpenter_",
+                "client_go_",
+                "workqueue_",
+                "controller_runtime_",
+                "leader_election_",
+                "process_",
+            )
         )
+    # client_golang's process collector: memory for the controller dashboard
+    assert "process_resident_memory_bytes" in names
 
 
 def test_registries_are_private():

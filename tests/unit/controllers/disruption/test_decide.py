@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from karpenter_py.controllers.disruption.candidates import hourly_price
 from karpenter_py.controllers.disruption.decide import (
     METHODS,
     Facts,
     apply_command,
     evaluate,
-    hourly_price,
     next_command,
     revalidate,
     validate,
@@ -375,6 +375,24 @@ def test_evaluate_spends_budgets_across_commands() -> None:
     assert [shape(x)[:2] for x in d.commands] == [("emptiness", ["a"])]
     assert set(d.unchanged) == {"b", "c"}
     assert d.unchanged["b"].startswith("budget 1 for Empty")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "budget", "want"),
+    [
+        pytest.param([("a", C4, []), ("b", C4, [])], "100%", 0.0, id="budget allows all"),
+        pytest.param([("a", C4, []), ("b", C4, []), ("c", C4, [])], "1", 2, id="two kept"),
+        pytest.param([("a", C4, []), ("b", C4, [])], "0", 2, id="all kept"),
+        # The non-empty node a budget keeps is not counted: its saving was never simulated.
+        pytest.param([("a", C4, []), ("b", C4, ["1"])], "0", 1, id="only empty nodes count"),
+    ],
+)
+def test_budget_blocked_is_the_price_of_the_empty_nodes_a_budget_kept(
+    nodes: list[tuple[str, str, list[str]]], budget: str, want: float
+) -> None:
+    c = build(nodes, disruption={"consolidateAfter": "0s", "budgets": [{"nodes": budget}]})
+    assert next_command(facts(c)).budget_blocked == want * price(C4)
+    assert evaluate(facts(c)).budget_blocked == want * price(C4)
 
 
 def test_hourly_price_reads_the_offering_of_the_node() -> None:

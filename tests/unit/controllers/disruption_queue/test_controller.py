@@ -19,7 +19,7 @@ from karpenter_py.controllers.disruption.multinode import MULTI_NODE
 from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE
 from karpenter_py.controllers.disruption.types import Decision, Timeout
 from karpenter_py.kube.events import EventRecorder
-from karpenter_py.kube.resources import NODECLAIMS
+from karpenter_py.kube.resources import NODECLAIMS, NODES
 from tests import factories
 from tests.unit.controllers.disruption_queue.support import (
     DISRUPTED_TAINT,
@@ -278,6 +278,8 @@ async def test_a_command_that_fails_to_start_waits_for_the_next_period() -> None
         assert [e.outcome.value for e in w.queue.history] == ["ReplacementCreateFailed"]
         assert w.api.taints("n1") == [OTHER_TAINT]
         runner.cancel()
+    # The saving it would have made is reported as blocked.
+    assert blocked(w) == {"budget": 0.0, "validation": 0.0, "start_failed": cmd.savings}
 
 
 # Two methods cut short: multi-node after 60 of its 100 candidates, single-node with candidates
@@ -378,3 +380,80 @@ async def test_an_ignored_do_not_disrupt_value_is_published_on_its_pod() -> None
             "Use 'true' or a duration like '5m', '1h'",
         ),
     ]
+
+
+async def test_a_pass_prices_the_nodes_it_decided_on_and_drops_nodes_that_went() -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)
+    w.add_node("n2", instance_type="c-4x-amd64-linux", nodeclaim_conditions=LIFECYCLE)
+    d = controller(w, FakeDecide(Decision()))
+    c2 = w.instance_type("c-2x-amd64-linux").offerings
+    c4 = w.instance_type("c-4x-amd64-linux").offerings
+    p2 = next(o.price for o in c2 if (o.zone, o.capacity_type) == ("test-zone-a", "on-demand"))
+    p4 = next(o.price for o in c4 if (o.zone, o.capacity_type) == ("test-zone-a", "on-demand"))
+    labels = {"nodepool": "default", "capacity_type": "on-demand", "zone": "test-zone-a"}
+
+    await d.reconcile()
+    assert (
+        w.metric(
+            "karpenter_nodes_hourly_price",
+            node_name="n1",
+            instance_type="c-2x-amd64-linux",
+            **labels,
+        )
+        == p2
+    )
+    assert (
+        w.metric(
+            "karpenter_nodes_hourly_price",
+            node_name="n2",
+            instance_type="c-4x-amd64-linux",
+            **labels,
+        )
+        == p4
+    )
+    assert w.metric("karpenter_nodepools_hourly_price", nodepool="default") == p2 + p4
+    offering = {"capacity_type": "on-demand", "zone": "test-zone-a"}
+    assert (
+        w.metric(
+            "karpenter_cloudprovider_instance_type_offering_price_estimate",
+            instance_type="c-2x-amd64-linux",
+            **offering,
+        )
+        == p2
+    )
+
+    w.api.remove(NODECLAIMS, "n2")
+    w.api.remove(NODES, "n2")
+    await d.reconcile()
+    assert (
+        w.metrics.registry.get_sample_value(
+            "karpenter_nodes_hourly_price",
+            {"node_name": "n2", "instance_type": "c-4x-amd64-linux", **labels},
+        )
+        is None
+    )
+    assert w.metric("karpenter_nodepools_hourly_price", nodepool="default") == p2
+
+
+def blocked(w: World) -> dict[str, float]:
+    return {
+        r: w.metric("karpenter_voluntary_disruption_blocked_savings_hourly", reason=r)
+        for r in ("budget", "validation", "start_failed")
+    }
+
+
+async def test_blocked_savings_of_a_pass_that_found_nothing_are_the_budgets() -> None:
+    w = World()
+    d = controller(w, FakeDecide(Decision(budget_blocked=0.5)))
+    await d.reconcile()
+    assert blocked(w) == {"budget": 0.5, "validation": 0.0, "start_failed": 0.0}
+
+
+async def test_a_command_rejected_at_validation_is_a_blocked_saving() -> None:
+    w = World()
+    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)  # not Consolidatable: revalidation fails
+    cmd = w.command("n1", method=SINGLE_NODE)
+    d = controller(w, FakeDecide(Decision(commands=(cmd,))), validation_delay=0.0)
+    assert await d.reconcile() is False
+    assert blocked(w) == {"budget": 0.0, "validation": cmd.savings, "start_failed": 0.0}
