@@ -2,9 +2,10 @@
 
 A type qualifies when its labels intersect the NodeClaim's requirements and its allocatable
 fits the NodeClaim's requests; an offering when it is available, not marked unavailable by the
-caller, and its zone and capacity type are allowed. Candidates come back cheapest first (by
-their cheapest qualifying offering, then name), which is the order CreateFleet overrides and
-kwok's pick both want.
+caller, and its zone, capacity type and labels are allowed (a NodeClaim the solver planned into
+reservations names them: ``karpenter.k8s.aws/capacity-reservation-id In [...]``). Candidates
+come back cheapest first (by their cheapest qualifying offering, then name), which is the order
+CreateFleet overrides and kwok's pick both want.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from typing import Protocol
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.core import SelectorRequirement
 from karpenter_py.model.instancetype import InstanceType, Offering
-from karpenter_py.model.labels import LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE
 from karpenter_py.model.quantity import fits, parse_resources
 from karpenter_py.scheduling.requirements import Requirements, intersects
-from karpenter_py.scheduling.typetable import type_requirements
+from karpenter_py.scheduling.typetable import offering_allowed, type_requirements
 
 # (instance type, zone, capacity type) -> recently failed with insufficient capacity
 Unavailable = Callable[[str, str, str], bool]
@@ -53,11 +53,6 @@ def nodeclaim_requirements(nodeclaim: NodeClaim) -> Requirements:
     )
 
 
-def offering_allowed(reqs: Requirements, o: Offering) -> bool:
-    zone, ct = reqs.get(LABEL_TOPOLOGY_ZONE), reqs.get(LABEL_CAPACITY_TYPE)
-    return (zone is None or zone.has(o.zone)) and (ct is None or ct.has(o.capacity_type))
-
-
 def candidates(
     nodeclaim: NodeClaim,
     instance_types: Sequence[InstanceType],
@@ -76,7 +71,7 @@ def candidates(
             o
             for o in it.offerings
             if o.available
-            and offering_allowed(reqs, o)
+            and offering_allowed(o, reqs)
             and not (unavailable is not None and unavailable(it.name, o.zone, o.capacity_type))
         )
         if usable:

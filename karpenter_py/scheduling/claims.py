@@ -18,6 +18,7 @@ from karpenter_py.scheduling.hostports import conflict
 from karpenter_py.scheduling.instances import PoolIndex
 from karpenter_py.scheduling.podstate import PodState
 from karpenter_py.scheduling.requirements import WELL_KNOWN, Req, Requirements, compatible
+from karpenter_py.scheduling.reservations import ReservationLedger
 from karpenter_py.scheduling.taints import describe, untolerated
 from karpenter_py.scheduling.topology import Placed, Topology
 
@@ -113,6 +114,7 @@ class NewClaim(_Place):
         "headroom",
         "hostname",
         "index",
+        "ledger",
         "mask",
         "min_values_relaxed",
         "pods",
@@ -131,8 +133,11 @@ class NewClaim(_Place):
         *,
         relax_min_values: bool = False,
         pinned: Requirements | None = None,
+        ledger: ReservationLedger | None = None,
     ) -> None:
         self.index = index
+        # The solve's reservation room (None: no reserved offering anywhere, nothing to count).
+        self.ledger = ledger
         # MIN_VALUES_POLICY=BestEffort: the first pod may lower minValues to what its types offer;
         # later pods must then keep that many distinct values (as upstream's in-flight claims).
         self.relax_min_values = relax_min_values
@@ -165,6 +170,8 @@ class NewClaim(_Place):
         For pods alike in signature, without host ports or volumes, that no topology group
         narrows (the packing step's pods): one check of their combined requests, one commit."""
         first = states[0]
+        if self.ledger is not None:
+            return False  # one by one, so each pod's reservations are counted
         if first.pod.host_ports or any(st.signature != first.signature for st in states):
             return False
         if self._static_checks(first) is not None:
@@ -211,6 +218,11 @@ class NewClaim(_Place):
         mask &= self.index.fit_mask(total)
         if not mask:
             return "no instance type satisfies the combined requirements and resources"
+        kept = None
+        if self.ledger is not None:
+            narrowed, mask, kept = self.ledger.fit(self.index, self.hostname, narrowed, mask)
+            if not mask:
+                return "every remaining instance type needs a capacity reservation that is full"
         why = self._min_values(narrowed, mask)
         if why is not None:
             if self.pods or not self.relax_min_values:
@@ -218,6 +230,8 @@ class NewClaim(_Place):
             narrowed = relax_min_values(narrowed, self.index, mask)
             self.min_values_relaxed = True
         self._commit((st,), topology, narrowed, mask, total)
+        if kept is not None and self.ledger is not None:
+            self.ledger.hold(self.hostname, kept)
         return None
 
     def _static_checks(self, st: PodState) -> str | None:

@@ -19,6 +19,7 @@ from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import Offering
 from karpenter_py.model.labels import (
     ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED,
+    CAPACITY_TYPE_RESERVED,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -44,6 +45,7 @@ from karpenter_py.scheduling.packing import claim_price, rebuild, repack
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
 from karpenter_py.scheduling.requirements import Req, Requirements
+from karpenter_py.scheduling.reservations import RESERVATION_ID, ReservationLedger
 from karpenter_py.scheduling.topology import DomainSource, Topology
 
 
@@ -116,6 +118,17 @@ class _Solver:
         self.indexes = [
             build(p, inp.instance_types.get(p.name, ()), inp.daemonsets) for p in self.pools
         ]
+        # Reservations' room this solve, handed to the claims of pools that can use one.
+        ledger = ReservationLedger.of(self.indexes)
+        self.ledgers: dict[PoolIndex, ReservationLedger] = (
+            {}
+            if ledger is None
+            else {
+                idx: ledger
+                for idx in self.indexes
+                if ledger.compatible(idx, idx.requirements, idx.all)
+            }
+        )
         self.limits: dict[str, Resources] = {
             p.name: {k: v - p.usage.get(k, 0) for k, v in p.limits.items()}
             for p in self.pools
@@ -207,7 +220,8 @@ class _Solver:
         pins: dict[int, Requirements] = {}
         per_pool: dict[PoolIndex, list[tuple[NewClaim, list[PodState], list[PodState]]]] = {}
         for claim in self.claims:
-            if claim.min_values_relaxed:
+            # The packing step's claims count no reservation: leave reserving pools' as built.
+            if claim.min_values_relaxed or claim.ledger is not None:
                 continue
             moving: list[PodState] = []
             staying: list[PodState] = []
@@ -414,6 +428,7 @@ class _Solver:
                 f"hostname-placeholder-{len(self.claims):05d}",
                 mask,
                 relax_min_values=self.inp.options.min_values_policy == "BestEffort",
+                ledger=self.ledgers.get(idx),
             )
             why = claim.try_add(st, self.topology, sig, volumes)
             if why is None:
@@ -462,6 +477,13 @@ class _Solver:
         """The NodeClaim to launch, or why it cannot be (minValues after truncation)."""
         idx = claim.index
         reqs = claim.requirements.without(LABEL_HOSTNAME)
+        held = claim.ledger.held.get(claim.hostname) if claim.ledger is not None else None
+        if held:
+            # As upstream: a claim holding reservations launches into one of them, never
+            # beside them (their room was counted for it).
+            reqs = reqs.replaced(Req.in_(RESERVATION_ID, held)).with_req(
+                Req.in_(LABEL_CAPACITY_TYPE, (CAPACITY_TYPE_RESERVED,))
+            )
         options = idx.cheapest_offerings(claim.mask, reqs)
         if not options:
             return f'nodepool "{idx.pool.name}": no instance type has an available offering left'
@@ -492,6 +514,11 @@ class _Solver:
         reqs = reqs.with_req(Req.in_(LABEL_INSTANCE_TYPE, (o[1] for o in options)))
         # As upstream's ToNodeClaim: only the capacity types the kept options can be bought as.
         reqs = reqs.with_req(Req.in_(LABEL_CAPACITY_TYPE, idx.capacity_types(chosen, reqs)))
+        excluded = reqs.get(RESERVATION_ID)
+        if excluded is not None and excluded.complement and not held:
+            # Only full reservations were excluded, and the capacity types now leave reserved
+            # out: the NotIn says nothing more to the provider.
+            reqs = reqs.without(RESERVATION_ID)
         labels = dict(idx.pool.labels)
         labels.update(reqs.single_values())
         for key, values in best_type.requirements.items():

@@ -10,6 +10,7 @@ from karpenter_py.cloudprovider.selection import Candidate, candidates, with_off
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
 from karpenter_py.model.labels import (
+    AWS_LABEL_CAPACITY_RESERVATION_ID,
     LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -19,7 +20,8 @@ from karpenter_py.model.labels import (
 from tests import factories
 
 A, B = "us-west-2a", "us-west-2b"
-OD, SPOT = "on-demand", "spot"
+OD, SPOT, RESERVED = "on-demand", "spot", "reserved"
+RID = AWS_LABEL_CAPACITY_RESERVATION_ID
 CPU_LABEL = "karpenter.k8s.aws/instance-cpu"
 GI = 2**30
 
@@ -31,9 +33,11 @@ def itype(
     cpu: int = 2,
     memory_gi: int = 4,
     arch: str = "amd64",
+    reservations: Sequence[tuple[str, str, float]] = (),
 ) -> InstanceType:
-    """``offerings`` as (zone, capacity type, price[, available]); no overhead, so allocatable
-    equals capacity."""
+    """``offerings`` as (zone, capacity type, price[, available]), then a ``reserved`` offering
+    per (zone, reservation id, price) of ``reservations``; no overhead, so allocatable equals
+    capacity."""
     return make_instance_type(
         name=name,
         requirements={LABEL_ARCH: arch, CPU_LABEL: str(cpu)},
@@ -43,6 +47,10 @@ def itype(
                 zone=o[0], capacity_type=o[1], price=o[2], available=o[3] if len(o) > 3 else True
             )
             for o in offerings
+        ]
+        + [
+            Offering(zone=zone, capacity_type=RESERVED, price=price, labels={RID: rid})
+            for zone, rid, price in reservations
         ],
     )
 
@@ -276,3 +284,29 @@ def test_with_offerings_keeps_only_the_usable_offerings() -> None:
     assert [(o.zone, o.capacity_type, o.price) for o in narrowed.offerings] == [(B, OD, 0.096)]
     assert (narrowed.name, narrowed.allocatable) == (CATALOG[0].name, CATALOG[0].allocatable)
     assert len(CATALOG[0].offerings) == 3  # the catalog's type is untouched
+
+
+RESERVED_TYPE = itype(
+    "p5.48xlarge", [(A, OD, 98.0)], reservations=[(A, "cr-a", 1e-5), (A, "cr-b", 1e-5)]
+)
+
+
+@pytest.mark.parametrize(
+    ("requirements", "expected"),
+    [
+        pytest.param(
+            [(LABEL_CAPACITY_TYPE, "In", [RESERVED])], ["cr-a", "cr-b"], id="either reservation"
+        ),
+        pytest.param(
+            [(LABEL_CAPACITY_TYPE, "In", [RESERVED]), (RID, "In", ["cr-b"])],
+            ["cr-b"],
+            id="the reservation the solver planned the claim into",
+        ),
+        pytest.param([(RID, "NotIn", ["cr-a"])], [None, "cr-b"], id="a full one left out"),
+    ],
+)
+def test_offering_labels_pick_reserved_offerings(
+    requirements: list[tuple[str, str, list[str]]], expected: list[str | None]
+) -> None:
+    (found,) = candidates(claim(requirements), [RESERVED_TYPE])
+    assert [o.labels.get(RID) for o in found.offerings] == expected

@@ -15,6 +15,8 @@ from typing import Any, Literal
 from karpenter_py.model.core import Node, Pod, Taint
 from karpenter_py.model.instancetype import InstanceType, Offering, make_instance_type
 from karpenter_py.model.labels import (
+    AWS_LABEL_CAPACITY_RESERVATION_ID,
+    CAPACITY_TYPE_RESERVED,
     LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
@@ -87,9 +89,12 @@ def itype(
     labels: Mapping[str, str | Iterable[str]] | None = None,
     extra: Mapping[str, int] | None = None,
     unavailable: Iterable[tuple[str, str]] = (),
+    reservations: Iterable[tuple[str, str, int]] = (),
 ) -> InstanceType:
-    """A type with on-demand (and spot, at 40 %) offerings in ``zones``. No kube-reserved, so
-    allocatable == capacity and sizes are easy to reason about."""
+    """A type with on-demand (and spot, at 40 %) offerings in ``zones``, and a ``reserved`` one
+    per (reservation id, zone, room) of ``reservations``, priced as the AWS provider prices them
+    (on-demand / 10,000,000). No kube-reserved, so allocatable == capacity and sizes are easy to
+    reason about."""
     od = price if price is not None else round(cpu * 0.04 + mem_gi * 0.005, 6)
     spot = spot_price if spot_price is not None else round(od * 0.4, 6)
     off = set(unavailable)
@@ -101,6 +106,16 @@ def itype(
             offerings.append(
                 Offering(zone=zone, capacity_type=ct, price=p, available=(zone, ct) not in off)
             )
+    offerings.extend(
+        Offering(
+            zone=zone,
+            capacity_type=CAPACITY_TYPE_RESERVED,
+            price=od / 10_000_000,
+            labels={AWS_LABEL_CAPACITY_RESERVATION_ID: rid},
+            reservation_capacity=room,
+        )
+        for rid, zone, room in reservations
+    )
     reqs: dict[str, Any] = {ARCH: arch, OS: os}
     for key, value in (labels or {}).items():
         reqs[key] = value if isinstance(value, str) else frozenset(value)
