@@ -498,36 +498,6 @@ class LocalCluster:
         )
         return time.monotonic() - t0
 
-    def restart_clients(self, timeout: float = 120.0) -> float:
-        """Restart kube-controller-manager, kube-scheduler and kwok (all at once, as a control
-        plane upgrade does) and wait for their health; returns the seconds it took. After an
-        apiserver restart their reflectors can take a minute of client-go backoff to resume,
-        and meanwhile they act on stale caches (the ReplicaSet controller recreating pods just
-        deleted); fresh processes list from scratch."""
-        names = ("kube-controller-manager", "kube-scheduler", "kwok")
-        t0 = time.monotonic()
-        _terminate([self.components[n] for n in names])
-        for n in names:
-            self._spawn(self.components[n])
-        self._wait_healthz(t0 + timeout, list(names))
-        return time.monotonic() - t0
-
-    def _wait_healthz(self, deadline: float, watch: Sequence[str]) -> None:
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
-        for name, port in (
-            ("kube-scheduler", self.ports["scheduler"]),
-            ("kube-controller-manager", self.ports["controller-manager"]),
-        ):
-            url = f"https://127.0.0.1:{port}/healthz"
-            self._wait(
-                f"{name} /healthz",
-                deadline,
-                lambda u=url: _http_status(u, insecure) == 200,
-                watch,
-            )
-
     def __enter__(self) -> LocalCluster:
         return self.start()
 
@@ -783,7 +753,20 @@ class LocalCluster:
         start("kube-controller-manager")
         start("kube-scheduler")
         start("kwok")
-        self._wait_healthz(deadline, started)
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        for name, port in (
+            ("kube-scheduler", self.ports["scheduler"]),
+            ("kube-controller-manager", self.ports["controller-manager"]),
+        ):
+            url = f"https://127.0.0.1:{port}/healthz"
+            self._wait(
+                f"{name} /healthz",
+                deadline,
+                lambda u=url: _http_status(u, insecure) == 200,
+                started,
+            )
         # The serviceaccount controller (KCM) creating the default SA proves KCM's controllers run.
         self._wait(
             "ServiceAccount default/default (kube-controller-manager)",
