@@ -6,7 +6,7 @@ from karpenter_py.aio.batcher import Batcher, BatcherStatistics, CallBatcher
 from karpenter_py.aio.clock import Clock, FakeClock, RealClock
 from karpenter_py.aio.resource import AsyncResource
 from karpenter_py.aio.singleflight import SingleFlight
-from karpenter_py.aio.tasks import bounded, cancel_and_wait, checkpoint
+from karpenter_py.aio.tasks import bounded, cancel_and_wait, checkpoint, gather_limited
 from karpenter_py.aio.tokenbucket import TokenBucket
 
 __all__ = [
@@ -23,4 +23,5 @@ __all__ = [
     "bounded",
     "cancel_and_wait",
     "checkpoint",
+    "gather_limited",
 ]

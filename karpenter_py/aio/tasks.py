@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 async def bounded(aw: Awaitable[object], *, within: float, what: str = "cleanup") -> bool:
@@ -46,3 +49,22 @@ async def cancel_and_wait(task: asyncio.Task[Any], *, within: float = 10.0) -> N
 async def checkpoint() -> None:
     """Yield to the loop once (a cancellation point)."""
     await asyncio.sleep(0)
+
+
+async def gather_limited(
+    items: Sequence[T], step: Callable[[T], Awaitable[R]], *, limit: int
+) -> list[R]:
+    """``step`` on every item, at most ``limit`` at once, in a TaskGroup; the results in the
+    items' order. A failing step cancels the rest and raises (as a TaskGroup does), so steps
+    that must not stop each other catch their own errors."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    gate = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> R:
+        async with gate:
+            return await step(item)
+
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(one(item)) for item in items]
+    return [t.result() for t in tasks]

@@ -1,6 +1,8 @@
 import asyncio
 
-from karpenter_py.aio import bounded, cancel_and_wait
+import pytest
+
+from karpenter_py.aio import bounded, cancel_and_wait, gather_limited
 
 
 async def test_bounded_returns_false_on_timeout_and_true_otherwise():
@@ -36,3 +38,41 @@ async def test_cancel_and_wait_finishes_cleanup_and_keeps_owner_informed():
         assert cleaned.is_set()
         assert task.cancelled()
         await cancel_and_wait(task)  # idempotent on a finished task
+
+
+class _Gate:
+    """Steps that wait on one event, counting how many run at once."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.most = 0
+        self.release = asyncio.Event()
+
+    async def step(self, item: int) -> int:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await self.release.wait()
+        self.running -= 1
+        return item * 10
+
+
+@pytest.mark.parametrize(
+    ("items", "limit", "most"),
+    [(0, 3, 0), (1, 3, 1), (3, 3, 3), (7, 3, 3), (25, 20, 20), (5, 1, 1)],
+)
+async def test_gather_limited_runs_at_most_limit_and_keeps_the_items_order(
+    items: int, limit: int, most: int
+) -> None:
+    gate = _Gate()
+    task = asyncio.create_task(gather_limited(list(range(items)), gate.step, limit=limit))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert gate.running == most
+    gate.release.set()
+    assert await task == [i * 10 for i in range(items)]
+    assert gate.most == most
+
+
+async def test_gather_limited_refuses_a_limit_below_one() -> None:
+    with pytest.raises(ValueError, match="limit must be at least 1, got 0"):
+        await gather_limited([1], asyncio.sleep, limit=0)

@@ -13,6 +13,7 @@ from karpenter_py.controllers.disruption.drift import DRIFT
 from karpenter_py.controllers.disruption.emptiness import EMPTINESS
 from karpenter_py.controllers.disruption.multinode import MULTI_NODE
 from karpenter_py.controllers.disruption.queue import (
+    WRITE_PARALLELISM,
     Entry,
     Outcome,
     command_timeout,
@@ -333,3 +334,45 @@ async def test_cancellation_writes_nothing_more_and_drops_the_marks() -> None:
     assert not marked(w, "n1")
     assert w.api.taints("n1") == [OTHER_TAINT, DISRUPTED_TAINT]  # for the next leader to clean
     assert len(w.queue) == 0
+
+
+@pytest.mark.parametrize(("candidates", "at_once"), [(3, 3), (25, WRITE_PARALLELISM)])
+async def test_a_commands_writes_go_to_up_to_20_candidates_at_once(
+    candidates: int, at_once: int
+) -> None:
+    w = World()
+    names = [f"n{i:02d}" for i in range(candidates)]
+    for name in names:
+        w.add_node(name)
+    in_flight: dict[str, int] = {"patch": 0, "delete": 0}
+    most: dict[str, int] = {"patch": 0, "delete": 0}
+    release = {"patch": asyncio.Event(), "delete": asyncio.Event()}
+
+    def gated(verb: str, call: Any) -> Any:
+        async def wrapper(*args: Any, **kw: Any) -> Any:
+            in_flight[verb] += 1
+            most[verb] = max(most[verb], in_flight[verb])
+            await release[verb].wait()
+            in_flight[verb] -= 1
+            return await call(*args, **kw)
+
+        return wrapper
+
+    w.api.patch = gated("patch", w.api.patch)  # type: ignore[method-assign]
+    w.api.delete = gated("delete", w.api.delete)  # type: ignore[method-assign]
+    e = entry(w, w.command(*names, method=EMPTINESS))
+    task = asyncio.create_task(w.queue.execute(e))
+    await settle()
+    assert in_flight == {"patch": at_once, "delete": 0}  # tainting, nothing deleted yet
+    release["patch"].set()
+    await settle()
+    assert in_flight == {"patch": 0, "delete": at_once}
+    release["delete"].set()
+
+    assert await task == Outcome.SUCCEEDED
+    assert most == {"patch": at_once, "delete": at_once}
+    assert e.deleted == names  # in the command's order, whatever order the answers came in
+    assert sorted(e.tainted) == names
+    assert sorted(e.conditioned) == names
+    assert all(w.api.taints(n) == [OTHER_TAINT, DISRUPTED_TAINT] for n in names)
+    assert all(marked(w, n) for n in names)
