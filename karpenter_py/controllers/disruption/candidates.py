@@ -372,7 +372,9 @@ def _consolidation_enabled(candidate: Candidate) -> tuple[timedelta | None, str]
     return after, ""
 
 
-def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
+def consolidation_block(
+    candidate: Candidate, now: datetime, *, empty_ok: bool = False
+) -> str | None:
     """Why consolidation (multi- or single-node) may not act on the candidate, or None.
 
     Checks: the pool is not static; instance-type, capacity-type and zone labels are known and
@@ -380,6 +382,9 @@ def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
     lets nothing else through; the NodeClaim is ``Consolidatable``. Empty nodes belong to the
     emptiness method alone, as upstream: otherwise a budget of 0 for reason ``Empty`` would
     not keep them, since consolidation would delete them under ``Underutilized``.
+    ``empty_ok`` is for re-validation: a candidate whose pods went while its command waited
+    (a scale-in) still goes with the command, as upstream's re-check allows; rejecting the
+    command for it cost a whole command cycle in a 10,000-pod scale-in.
     """
     blocked = _price_block(candidate)
     if blocked is not None:
@@ -387,7 +392,7 @@ def consolidation_block(candidate: Candidate, now: datetime) -> str | None:
     after, blocked = _consolidation_enabled(candidate)
     if after is None:
         return blocked
-    if is_empty(candidate.pods):
+    if is_empty(candidate.pods) and not empty_ok:
         return "node is empty: only emptiness deletes it"
     policy = candidate.nodepool.spec.disruption.consolidation_policy
     if policy == CONSOLIDATION_WHEN_EMPTY and not is_empty(candidate.pods):

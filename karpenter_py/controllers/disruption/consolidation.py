@@ -104,7 +104,7 @@ def revalidate(ctx: PassContext, command: Command, *, single: bool) -> tuple[Com
         )
     fresh = [current[n] for n in names]
     for c in fresh:
-        why = method.block(c, ctx.facts.now)
+        why = consolidation_block(c, ctx.facts.now, empty_ok=True)
         if why is not None:
             return None, f"candidate {c.name}: {why}"
     if len(ctx.within_budget(fresh, method.reason)) < len(fresh):

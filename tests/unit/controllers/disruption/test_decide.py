@@ -343,6 +343,18 @@ def test_revalidation_accepts_an_unchanged_cluster_and_rejects_a_changed_candida
     assert why.startswith("re-simulation: ")
 
 
+def test_a_candidate_emptied_while_its_command_waited_still_goes_with_it() -> None:
+    c = build([("a", C4, ["1"]), ("b", C4, ["1"])])
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd)[:3] == ("multi-node-consolidation", ["a", "b"], ["c-4x-arm64-linux"])
+    c.delete_pod("default/a-p0")  # the scale-in took a's pod during the validation delay
+    again, why = revalidate(cmd, facts(c))
+    assert (again, why) == (cmd, "")
+    # A new pass still leaves the empty node to emptiness.
+    (first,) = next_command(facts(c)).commands
+    assert shape(first)[:2] == ("emptiness", ["a"])
+
+
 def test_emptiness_revalidation_keeps_the_still_empty_subset() -> None:
     c = build([("a", C4, []), ("b", C4, []), ("x", C4, ["3"])])
     (cmd,) = next_command(facts(c)).commands
