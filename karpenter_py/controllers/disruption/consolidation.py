@@ -91,7 +91,8 @@ def refined(ctx: PassContext, command: Command, *, single: bool) -> Command:
 def revalidate(ctx: PassContext, command: Command, *, single: bool) -> tuple[Command | None, str]:
     """Upstream's re-check of a command that replaces or deletes by simulation: every candidate
     must still qualify and fit the budget, and a fresh simulation must agree on the number of
-    replacements with a type list that includes the command's."""
+    replacements with a type list that includes the command's. Beyond upstream, a fresh
+    simulation that needs fewer replacements and saves more is the command returned."""
     method = command.method
     current = {c.name: c for c in ctx.candidates_for(method)}
     names = [c.name for c in command.candidates]
@@ -115,6 +116,11 @@ def revalidate(ctx: PassContext, command: Command, *, single: bool) -> tuple[Com
     )
     if again is None:
         return None, f"re-simulation: {why}"
+    if len(again.replacements) < len(command.replacements) and again.savings > command.savings:
+        # The cluster changed while the command waited (a scale-in emptied room elsewhere): the
+        # same candidates now go with fewer new nodes. Upstream rejects the command and finds
+        # this one a pass later; the fresh simulation is as current as that pass would be.
+        return again, ""
     if len(again.replacements) != len(command.replacements):
         return None, (
             f"re-simulation needs {len(again.replacements)} replacement(s), "

@@ -355,6 +355,31 @@ def test_a_candidate_emptied_while_its_command_waited_still_goes_with_it() -> No
     assert shape(first)[:2] == ("emptiness", ["a"])
 
 
+@pytest.mark.parametrize(
+    ("gone", "want"),
+    [
+        # Both pods went while the command waited: the two nodes go with no new node at all.
+        (["default/a-p0", "default/b-p0"], ("multi-node-consolidation", ["a", "b"], [], 0.2172)),
+        # One went: a's pod still needs the replacement; the command runs as it was.
+        (
+            ["default/b-p0"],
+            ("multi-node-consolidation", ["a", "b"], ["c-4x-arm64-linux"], 0.1086),
+        ),
+    ],
+)
+def test_a_re_simulation_needing_fewer_replacements_runs_instead(
+    gone: list[str], want: tuple[str, list[str], list[str], float]
+) -> None:
+    c = build([("a", C4, ["1"]), ("b", C4, ["1"])])
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd) == ("multi-node-consolidation", ["a", "b"], ["c-4x-arm64-linux"], 0.1086)
+    for key in gone:
+        c.delete_pod(key)
+    again, why = revalidate(cmd, facts(c))
+    assert again is not None
+    assert (shape(again), why) == (want, "")
+
+
 def test_emptiness_revalidation_keeps_the_still_empty_subset() -> None:
     c = build([("a", C4, []), ("b", C4, []), ("x", C4, ["3"])])
     (cmd,) = next_command(facts(c)).commands
