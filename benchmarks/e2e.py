@@ -370,13 +370,19 @@ class PodWatch:
     so it must be caught while pending), and when this process first saw each pod and its
     binding (the control plane's own creation and binding rates)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.clock = clock
+        self.wall = wall
         self.live: set[str] = set()
         self.running: set[str] = set()
         self.unschedulable_at: dict[str, datetime] = {}
         self.seen_at: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
+        self.bound_wall: dict[str, datetime] = {}  # the same moments, comparable to API times
 
     def replace(self, objs: Sequence[Mapping[str, Any]]) -> None:
         self.live.clear()
@@ -391,6 +397,7 @@ class PodWatch:
         self.seen_at.setdefault(name, now)
         if (obj.get("spec") or {}).get("nodeName"):
             self.bound_at.setdefault(name, now)
+            self.bound_wall.setdefault(name, self.wall())
         since = _unschedulable_since(obj)
         if since is not None:
             self.unschedulable_at[name] = max(since, self.unschedulable_at.get(name, since))
@@ -406,6 +413,14 @@ class PodWatch:
 
     def last_unschedulable(self) -> datetime | None:
         return max(self.unschedulable_at.values(), default=None)
+
+    def unbound_at(self, when: datetime) -> int:
+        """Pods that existed and were not bound yet at ``when`` (the scheduler's backlog)."""
+        return sum(
+            1
+            for name in self.seen_at
+            if name not in self.bound_wall or self.bound_wall[name] > when
+        )
 
 
 class ClaimWatch:
@@ -434,6 +449,9 @@ class ClaimWatch:
 
     def last_created(self) -> datetime | None:
         return max((t for t in self.created.values() if t is not None), default=None)
+
+    def created_after(self, when: datetime) -> int:
+        return sum(1 for t in self.created.values() if t is not None and t > when)
 
 
 async def follow(
@@ -525,6 +543,7 @@ async def measure(
     last_unschedulable = pods.last_unschedulable()
     last_claim = claims.last_created()
     after = seconds_between(last_unschedulable, last_claim)
+    last_bound = max(pods.bound_wall.values(), default=None)
     return {
         "pods": total,
         "deployments": len(load),
@@ -535,6 +554,18 @@ async def measure(
         "seconds_nodeclaims_after_last_unschedulable": after,
         "last_unschedulable_at": None if last_unschedulable is None else str(last_unschedulable),
         "last_nodeclaim_created_at": None if last_claim is None else str(last_claim),
+        # What the lag above waits on: the kube-scheduler's backlog at the last mark, when it
+        # bound the last pod, and how many NodeClaims came after the mark (later rounds launch
+        # for pods the scheduler bound elsewhere than the controller's plan put them).
+        "pods_unbound_at_last_unschedulable": (
+            None if last_unschedulable is None else pods.unbound_at(last_unschedulable)
+        ),
+        "seconds_last_bound_after_last_unschedulable": seconds_between(
+            last_unschedulable, last_bound
+        ),
+        "nodeclaims_after_last_unschedulable": (
+            None if last_unschedulable is None else claims.created_after(last_unschedulable)
+        ),
         "nodeclaims": final,
         "nodes": len(nodes),
         "rss_p95_mb": round(sampler.p95_rss(), 1),

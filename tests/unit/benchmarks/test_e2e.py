@@ -4,7 +4,7 @@ scale-in counts, and what its pod and NodeClaim watches remember."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -121,6 +121,36 @@ def test_claim_watch_counts_and_the_last_creation() -> None:
     assert watch.last_created() == at("2026-01-01T00:00:09Z")
     assert seconds_between(at("2026-01-01T00:00:05Z"), watch.last_created()) == 4.0
     assert seconds_between(None, watch.last_created()) is None
+
+
+class WallTicks:
+    """A wall clock a second further on each call, from 00:00:00."""
+
+    def __init__(self) -> None:
+        self.now = at("2026-01-01T00:00:00Z")
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+def test_the_schedulers_backlog_and_the_claims_after_the_last_mark() -> None:
+    pods = PodWatch(clock=Ticks(), wall=WallTicks())
+    for name in ("a", "b", "c"):
+        pods.apply("ADDED", factories.pod_dict(name, phase="Pending"))
+    pods.apply("MODIFIED", factories.pod_dict("a", node_name="n1"))  # bound at 00:00:01
+    pods.apply("MODIFIED", factories.pod_dict("b", node_name="n1"))  # bound at 00:00:02
+    # c is never bound. At 00:00:01 b and c wait; at 00:00:02 c alone; before any binding, all.
+    assert [pods.unbound_at(at(f"2026-01-01T00:00:0{s}Z")) for s in (0, 1, 2)] == [3, 2, 1]
+    claims = ClaimWatch(clock=Ticks())
+    for name, created in (("c1", "00:00:01"), ("c2", "00:00:05"), ("c3", "00:00:09")):
+        claims.apply("ADDED", factories.nodeclaim_dict(name, created=f"2026-01-01T{created}Z"))
+    assert [claims.created_after(at(f"2026-01-01T00:00:0{s}Z")) for s in (0, 1, 5, 9)] == [
+        3,
+        2,
+        1,
+        0,
+    ]
 
 
 @pytest.mark.parametrize(
