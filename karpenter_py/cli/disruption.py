@@ -324,6 +324,33 @@ def render_table(result: DisruptionPlan) -> str:
 # ----------------------------------------------------------------------------- command
 
 
+def load_dump(
+    files: Sequence[str],
+    at: datetime,
+    *,
+    instance_types: str | None = None,
+    node_overlay: bool = False,
+    stderr: TextIO,
+) -> tuple[Snapshot, PoolCatalogs]:
+    """The snapshot of the cluster in ``files`` at ``at`` and each pool's catalog, as
+    ``plan --disruption`` (and ``viewer -f``) decide on them; warnings go to ``stderr``.
+    ``ManifestError`` or ``PlanError`` when the input is unusable."""
+    manifests = load_manifests(files)
+    # A dump lists the pods its workloads made: workloads are not expanded here.
+    objects = manifests.cluster.without_workloads()
+    cluster, warnings = build_cluster(objects, at, disruption=True, node_overlay=node_overlay)
+    for warning in (*manifests.warnings, *warnings):
+        print(f"warning: {warning}", file=stderr)
+    # Without NodePools the decision still runs: no node is a candidate, and each one is
+    # listed with why (as the controller leaves nodes no NodePool manages alone); with
+    # neither NodePools nor Nodes there is nothing to decide about.
+    if not objects.nodepools and not objects.nodes:
+        raise PlanError(NO_NODEPOOL_OR_NODE)
+    if not objects.nodepools:
+        print(f"warning: {NO_NODEPOOL_CANDIDATES}", file=stderr)
+    return cluster.snapshot(at), plan_cli.load_catalogs(objects, instance_types)
+
+
 def run_disruption(
     files: Sequence[str],
     *,
@@ -337,24 +364,10 @@ def run_disruption(
 ) -> int:
     try:
         at = parse_now(now) if now is not None else datetime.now(UTC)
-        manifests = load_manifests(files)
-        # A dump lists the pods its workloads made: workloads are not expanded here.
-        objects = manifests.cluster.without_workloads()
-        cluster, warnings = build_cluster(objects, at, disruption=True, node_overlay=node_overlay)
-        for warning in (*manifests.warnings, *warnings):
-            print(f"warning: {warning}", file=stderr)
-        # Without NodePools the decision still runs: no node is a candidate, and each one is
-        # listed with why (as the controller leaves nodes no NodePool manages alone); with
-        # neither NodePools nor Nodes there is nothing to decide about.
-        if not objects.nodepools and not objects.nodes:
-            raise PlanError(NO_NODEPOOL_OR_NODE)
-        if not objects.nodepools:
-            print(f"warning: {NO_NODEPOOL_CANDIDATES}", file=stderr)
-        result = plan_disruption(
-            cluster.snapshot(at),
-            plan_cli.load_catalogs(objects, instance_types),
-            options=options,
+        snapshot, catalogs = load_dump(
+            files, at, instance_types=instance_types, node_overlay=node_overlay, stderr=stderr
         )
+        result = plan_disruption(snapshot, catalogs, options=options)
     except (ManifestError, PlanError) as err:
         print(f"error: {err}", file=stderr)
         return EXIT_USAGE
