@@ -122,7 +122,9 @@ class KeyedTable:
             elif old != cells:
                 for i, (was, cell) in enumerate(zip(old, cells, strict=True)):
                     if was != cell:
-                        self.table.update_cell(key, self.columns[i], style(i, cell))
+                        self.table.update_cell(
+                            key, self.columns[i], style(i, cell), update_width=True
+                        )
             self.shown[key] = cells
         order = [key for key, _ in rows]
         if list(self.shown) != order:
@@ -199,6 +201,7 @@ class Viewer(App[None]):
             self.query_one("#pending", DataTable), ("POD / NODECLAIM", *PENDING_COLUMNS[1:])
         )
         self.totals = KeyedTable(self.query_one("#totals", DataTable), TOTAL_COLUMNS)
+        self.query_one("#nodes", DataTable).focus()  # keys sort; the filter box waits for /
         self.run_worker(self.source.run(), name="informers", exit_on_error=True)
         self.set_interval(self.redraw, self.tick)
 
