@@ -85,8 +85,7 @@ async def _live(args: ViewerArgs, catalogs: PoolCatalogs, stdout: TextIO) -> int
             from karpenter_py.cli.viewer.tui import Viewer
 
             app = Viewer(source, clock=_now, options=args.options)
-            app.sort_by = args.sort
-            app.keep = parse_filter(args.filter, ())
+            app.sort_by, app.filter_text = args.sort, args.filter
             await app.run_async()
             return EXIT_OK
         snapshot: Snapshot | None = None
@@ -122,7 +121,7 @@ def run_viewer(args: ViewerArgs, *, stdout: TextIO, stderr: TextIO) -> int:
             from karpenter_py.cli.viewer.tui import Viewer
 
             app = Viewer(DumpSource(snapshot, catalogs), clock=lambda: at, options=args.options)
-            app.sort_by, app.keep = args.sort, keep
+            app.sort_by, app.filter_text = args.sort, args.filter
             app.run()
             return EXIT_OK
         if args.now is not None:

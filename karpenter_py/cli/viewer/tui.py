@@ -11,6 +11,7 @@ interval or sooner after a change, and the headline says how old the one shown i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import ClassVar, Final, Protocol
@@ -177,6 +178,9 @@ class Viewer(App[None]):
         self.decide_every = decide_every
         self.sort_by: SortKey = "name"
         self.keep = Filter()
+        # What was typed (or --filter): a NodePool's name or a selector, told apart against
+        # the NodePools of each snapshot (live, none are known before the first list).
+        self.filter_text = ""
         self.decisions: Decisions | None = None
         self.deciding = False
         self.decided_mono: float | None = None  # loop time of the last decision started
@@ -251,6 +255,8 @@ class Viewer(App[None]):
     def _rebuild(self) -> None:
         snapshot = self.source.snapshot(self.clock())
         self.snapshot = snapshot
+        with contextlib.suppress(SelectorError):  # checked when it was typed
+            self.keep = parse_filter(self.filter_text, snapshot.nodepools)
         decisions = self.decisions
         instance_types = (
             decisions.instance_types
@@ -287,8 +293,8 @@ class Viewer(App[None]):
         now = self.clock()
         text = headline(View(now, (), (), (), (), view.cluster, view.decided_at))
         shown = f"sort: {self.sort_by}"
-        if self.keep.nodepool or self.keep.selector is not None:
-            shown += f"  filter: {self.query_one('#filter', Input).value}"
+        if self.filter_text:
+            shown += f"  filter: {self.filter_text}"
         self.query_one("#headline", Static).update(f"{text}  {shown}")
 
     # ------------------------------------------------------------------ keys
@@ -305,10 +311,11 @@ class Viewer(App[None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         pools = self.snapshot.nodepools if self.snapshot is not None else {}
         try:
-            self.keep = parse_filter(event.value, pools)
+            parse_filter(event.value, pools)
         except SelectorError as err:
             self.notify(str(err), severity="error")
             return
+        self.filter_text = event.value
         event.input.remove_class("shown")
         self.query_one("#nodes", DataTable).focus()
         self.stale = True
