@@ -57,7 +57,12 @@ class Pane:
     def __init__(self, command: list[str]) -> None:
         self.socket = f"karpy-viewer-{uuid.uuid4().hex[:8]}"
         # The shell keeps the pane open after the viewer exits, so a failure shows its output.
-        self.command = ["sh", "-c", f"{shlex.join(command)}; echo viewer exited $?; sleep 3600"]
+        self.command = [
+            "sh",
+            "-c",
+            # COLUMNS/LINES from the test run would override the pane's size.
+            f"unset COLUMNS LINES; {shlex.join(command)}; echo viewer exited $?; sleep 3600",
+        ]
 
     async def tmux(self, *args: str) -> str:
         proc = await asyncio.create_subprocess_exec(
@@ -67,10 +72,10 @@ class Pane:
         return out.decode()
 
     async def start(self) -> None:
-        await self.tmux("new-session", "-d", "-x", "260", "-y", "50", *self.command)
+        await self.tmux("new-session", "-d", "-x", "320", "-y", "50", *self.command)
         # A detached session may take the server's default size: make it wide enough for
         # the reason column.
-        await self.tmux("resize-window", "-x", "260", "-y", "50")
+        await self.tmux("resize-window", "-x", "320", "-y", "50")
 
     async def text(self) -> str:
         return await self.tmux("capture-pane", "-p")

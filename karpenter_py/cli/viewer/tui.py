@@ -97,8 +97,8 @@ class PodsScreen(ModalScreen[None]):
 
 
 class KeyedTable:
-    """A DataTable whose rows are keyed: an update writes only the cells that changed, adds and
-    removes rows, and re-sorts only when the order differs."""
+    """A DataTable whose rows are keyed by their first cell: an update writes only the cells
+    that changed, adds and removes rows, and re-sorts only when the order differs."""
 
     def __init__(self, table: DataTable[str | Text], columns: Sequence[str]) -> None:
         self.table = table
@@ -109,9 +109,10 @@ class KeyedTable:
 
     def update(
         self,
-        rows: Sequence[tuple[str, tuple[str, ...]]],
+        cells_of_rows: Sequence[tuple[str, ...]],
         style: Callable[[int, str], str | Text] = lambda _, cell: cell,
     ) -> None:
+        rows = [(cells[0], cells) for cells in cells_of_rows]
         wanted = dict(rows)
         for key in [k for k in self.shown if k not in wanted]:
             self.table.remove_row(key)
@@ -272,11 +273,10 @@ class Viewer(App[None]):
             keep=self.keep,
         )
         self.view = view
-        self.nodes.update([(r.name, node_cells(r)) for r in view.nodes], _state_style)
-        claims = [(f"nodeclaim/{r.name}", self._claim_cells(r)) for r in view.unregistered]
-        pods = [(p.pod, pending_cells(p)) for p in view.pending]
-        self.pending.update([*claims, *pods])
-        self.totals.update([(t.name, total_cells(t)) for t in (*view.pools, view.cluster)])
+        self.nodes.update([node_cells(r) for r in view.nodes], _state_style)
+        claims = [self._claim_cells(r) for r in view.unregistered]
+        self.pending.update([*claims, *(pending_cells(p) for p in view.pending)])
+        self.totals.update([total_cells(t) for t in (*view.pools, view.cluster)])
         self._headline(view)
 
     @staticmethod
