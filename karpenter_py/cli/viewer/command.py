@@ -75,12 +75,18 @@ def live_catalogs(instance_types: str | None) -> PoolCatalogs:
 
 
 async def _live(args: ViewerArgs, catalogs: PoolCatalogs, stdout: TextIO) -> int:
+    from karpenter_py.informer.source import KubeListWatch
     from karpenter_py.kube import KubeClient
 
     config = await asyncio.to_thread(load_config, args.kubeconfig, context=args.context)
     async with KubeClient(config) as client:
         nodeclasses = await served_nodeclasses(client)
-        source = open_live(client, catalogs, nodeclasses, node_overlay=args.node_overlay)
+        source = open_live(
+            lambda r: KubeListWatch(client, r),
+            catalogs,
+            nodeclasses,
+            node_overlay=args.node_overlay,
+        )
         if not args.once:
             from karpenter_py.cli.viewer.tui import Viewer
 

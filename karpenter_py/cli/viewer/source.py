@@ -9,14 +9,15 @@ delivery only raises the ``changed`` flag, so a burst of events costs no redraw 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from karpenter_py.cli.plan import PoolCatalogs
 from karpenter_py.controllers.runtime import EVERY_NODECLASS, Watch
 from karpenter_py.informer.reflector import Reflector
-from karpenter_py.informer.source import KubeListWatch
-from karpenter_py.kube import KubeClient, KubeObject, NotFoundError
+from karpenter_py.informer.source import ListWatch
+from karpenter_py.kube import KubeClient, KubeObject, NotFoundError, Resource
 from karpenter_py.manager.wiring import (
     NODECLASS_KINDS,
     nodeclass_kind,
@@ -89,13 +90,14 @@ async def served_nodeclasses(client: KubeClient) -> list[tuple[str, str]]:
 
 
 def open_live(
-    client: KubeClient,
+    source: Callable[[Resource], ListWatch],
     catalogs: PoolCatalogs,
     nodeclasses: list[tuple[str, str]],
     *,
     node_overlay: bool = False,
 ) -> LiveSource:
-    """A LiveSource over ``client`` reflecting the controller's kinds (``state_kinds``)."""
+    """A LiveSource reflecting the controller's kinds (``state_kinds``) from ``source`` (the API
+    server's ``KubeListWatch``; the benchmark's files)."""
     cluster = Cluster()
     live = LiveSource(cluster, [], catalogs)
     kinds = state_kinds(
@@ -117,5 +119,5 @@ def open_live(
         )
         for kind in kinds
     ]
-    live.reflectors = reflectors(kinds, watches, lambda r: KubeListWatch(client, r))
+    live.reflectors = reflectors(kinds, watches, source)
     return live
