@@ -61,8 +61,9 @@ STATE_STYLES: Final = {
     NodeState.LEFT_ALONE: "",
     NodeState.UNDECIDED: "dim",
 }
-# A pipe is not a terminal: rich would wrap at 80 columns; a line per row reads better there.
-PLAIN_WIDTH: Final = 240
+# A pipe is not a terminal: rich would wrap (or cut cells) at 80 columns; a whole line per row
+# serves scripts better, so the width is only a bound no table reaches.
+PLAIN_WIDTH: Final = 4096
 
 
 def usage(used: int, total: int, text: str) -> str:
