@@ -82,7 +82,7 @@ async def served_nodeclasses(client: KubeClient) -> list[tuple[str, str]]:
     served = []
     for (group, kind), (resource, _) in NODECLASS_KINDS.items():
         try:
-            await client.list(resource, limit=1)
+            await client.list_page(resource, limit=1)  # one page: only whether it is served
         except NotFoundError:
             continue
         served.append((group, kind))

@@ -105,17 +105,17 @@ def pending_cells(p: PendingRow) -> tuple[str, ...]:
     return (p.pod, cpu_text(p.cpu), memory_text(p.memory), p.reason)
 
 
-def headline(view: View) -> str:
-    """When the view was taken, and how old the disruption decision it shows is."""
-    when = view.now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    if view.decided_at is None:
+def headline(now: datetime, cluster: Totals, decided_at: datetime | None) -> str:
+    """When the view was taken, the cluster's size and cost, and how old the disruption
+    decision shown is."""
+    when = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if decided_at is None:
         decision = "disruption: deciding"
     else:
-        decision = f"disruption decided {age_text(decision_age(view.now, view.decided_at))} ago"
-    c = view.cluster
+        decision = f"disruption decided {age_text(decision_age(now, decided_at))} ago"
     return (
-        f"{when}  {c.nodes} nodes, {c.pods} pods, ${_money(c.hourly)}/h "
-        f"(${_money(c.monthly)}/month)  {decision}"
+        f"{when}  {cluster.nodes} nodes, {cluster.pods} pods, ${_money(cluster.hourly)}/h "
+        f"(${_money(cluster.monthly)}/month)  {decision}"
     )
 
 
@@ -143,7 +143,7 @@ def _node_rows(rows: Sequence[NodeRow]) -> list[list[str | Text]]:
 
 def render(view: View, console: Console) -> None:
     """The whole view: the headline, nodes, NodeClaims not registered, pending pods, totals."""
-    console.print(headline(view), highlight=False)
+    console.print(headline(view.now, view.cluster, view.decided_at), highlight=False)
     console.print()
     console.print(_table(f"Nodes ({len(view.nodes)})", NODE_COLUMNS, _node_rows(view.nodes)))
     if view.unregistered:

@@ -290,8 +290,7 @@ class Viewer(App[None]):
         )
 
     def _headline(self, view: View) -> None:
-        now = self.clock()
-        text = headline(View(now, (), (), (), (), view.cluster, view.decided_at))
+        text = headline(self.clock(), view.cluster, view.decided_at)
         shown = f"sort: {self.sort_by}"
         if self.filter_text:
             shown += f"  filter: {self.filter_text}"
