@@ -89,7 +89,7 @@ from karpenter_py.cli.plan import (
     _table,
 )
 from karpenter_py.controllers.disruption.candidates import hourly_price
-from karpenter_py.controllers.disruption.decide import Facts, evaluate
+from karpenter_py.controllers.disruption.decide import Facts, evaluate, next_command
 from karpenter_py.controllers.disruption.types import Candidate, Command, Decision
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.inputs import SolveOptions
@@ -153,9 +153,12 @@ def plan_disruption(
     catalog: Sequence[InstanceType] | PoolCatalogs,
     *,
     options: SolveOptions | None = None,
+    every_command: bool = True,
 ) -> DisruptionPlan:
     """Evaluate disruption on the snapshot with the controller's decision code (``catalog``: one
-    list for every pool, or ``plan_cli.load_catalogs``' per-pool ones)."""
+    list for every pool, or ``plan_cli.load_catalogs``' per-pool ones): every command in order
+    (``evaluate``), or with ``every_command=False`` only the one the controller's next pass
+    would take (``next_command``: one pass, where a big cluster's full list may take hundreds)."""
     now = snapshot.now
     instance_types = plan_cli.pool_instance_types(snapshot, catalog)
     facts = Facts(
@@ -165,7 +168,8 @@ def plan_disruption(
         options=options or SolveOptions(),
         indexes=IndexCache(),
     )
-    return DisruptionPlan(evaluate(facts), snapshot, instance_types, now)
+    decision = evaluate(facts) if every_command else next_command(facts)
+    return DisruptionPlan(decision, snapshot, instance_types, now)
 
 
 # ----------------------------------------------------------------------------- output

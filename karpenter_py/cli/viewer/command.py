@@ -126,7 +126,12 @@ def run_viewer(args: ViewerArgs, *, stdout: TextIO, stderr: TextIO) -> int:
                 return EXIT_OK
             from karpenter_py.cli.viewer.tui import Viewer
 
-            app = Viewer(DumpSource(snapshot, catalogs), clock=lambda: at, options=args.options)
+            app = Viewer(
+                DumpSource(snapshot, catalogs),
+                clock=lambda: at,
+                options=args.options,
+                every_command=True,
+            )
             app.sort_by, app.filter_text = args.sort, args.filter
             app.run()
             return EXIT_OK

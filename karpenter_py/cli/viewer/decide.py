@@ -31,9 +31,16 @@ class Decisions:
 
 
 def decide(
-    snapshot: Snapshot, catalogs: PoolCatalogs, options: SolveOptions | None = None
+    snapshot: Snapshot,
+    catalogs: PoolCatalogs,
+    options: SolveOptions | None = None,
+    *,
+    every_command: bool = True,
 ) -> Decisions:
-    disruption = plan_disruption(snapshot, catalogs, options=options)
+    """``every_command``: list every command disruption would take in order, as
+    ``plan --disruption`` does (a dump); else only the next one, as the controller's next pass
+    (live: the full list of a big cluster takes one pass per command)."""
+    disruption = plan_disruption(snapshot, catalogs, options=options, every_command=every_command)
     inp = plan_cli.solve_input(snapshot, catalogs, options)
     provisioning = plan_cli.load_solver()(inp, namespace_labels=snapshot.namespace_labels)
     return Decisions(disruption, provisioning)

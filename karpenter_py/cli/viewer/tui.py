@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import ClassVar, Final, Protocol
@@ -170,8 +171,12 @@ class Viewer(App[None]):
         options: SolveOptions | None = None,
         redraw: float = REDRAW_SECONDS,
         decide_every: float = DECIDE_SECONDS,
+        every_command: bool = False,
     ) -> None:
+        """``every_command``: list every command disruption would take (a dump, as
+        ``plan --disruption``), not only the controller's next one (live)."""
         super().__init__()
+        self.every_command = every_command
         self.source = source
         self.clock = clock
         self.options = options
@@ -246,7 +251,10 @@ class Viewer(App[None]):
     async def _decide(self, snapshot: Snapshot) -> None:
         try:
             self.decisions = await asyncio.to_thread(
-                decide, snapshot, self.source.catalogs, self.options
+                functools.partial(decide, every_command=self.every_command),
+                snapshot,
+                self.source.catalogs,
+                self.options,
             )
         finally:
             self.deciding = False

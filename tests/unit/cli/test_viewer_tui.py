@@ -20,7 +20,7 @@ AT = datetime(2025, 1, 2, tzinfo=UTC)
 
 def viewer() -> Viewer:
     snapshot, catalogs = load_dump([EXAMPLE], AT, stderr=io.StringIO())
-    return Viewer(DumpSource(snapshot, catalogs), clock=lambda: AT, redraw=0.05)
+    return Viewer(DumpSource(snapshot, catalogs), clock=lambda: AT, redraw=0.05, every_command=True)
 
 
 def column(table: DataTable[object], index: int) -> list[str]:
