@@ -81,7 +81,6 @@ class NodeRow:
     state: NodeState
     reason: str  # the decision's words: why left alone, or the command it is part of
     labels: Mapping[str, str]
-    pod_keys: tuple[str, ...]
     registered: bool
 
     @property
@@ -242,7 +241,6 @@ def node_row(
         state=state,
         reason=reason,
         labels=labels,
-        pod_keys=tuple(sorted((p.key for p in pods), key=_natural)),
         registered=sn.registered,
     )
 
