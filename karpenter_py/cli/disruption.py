@@ -89,7 +89,7 @@ from karpenter_py.cli.plan import (
     _table,
 )
 from karpenter_py.controllers.disruption.candidates import hourly_price
-from karpenter_py.controllers.disruption.decide import Facts, evaluate
+from karpenter_py.controllers.disruption.decide import Facts, evaluate, next_command
 from karpenter_py.controllers.disruption.types import Candidate, Command, Decision
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.scheduling.inputs import SolveOptions
@@ -153,9 +153,12 @@ def plan_disruption(
     catalog: Sequence[InstanceType] | PoolCatalogs,
     *,
     options: SolveOptions | None = None,
+    every_command: bool = True,
 ) -> DisruptionPlan:
     """Evaluate disruption on the snapshot with the controller's decision code (``catalog``: one
-    list for every pool, or ``plan_cli.load_catalogs``' per-pool ones)."""
+    list for every pool, or ``plan_cli.load_catalogs``' per-pool ones): every command in order
+    (``evaluate``), or with ``every_command=False`` only the one the controller's next pass
+    would take (``next_command``: one pass, where a big cluster's full list may take hundreds)."""
     now = snapshot.now
     instance_types = plan_cli.pool_instance_types(snapshot, catalog)
     facts = Facts(
@@ -165,7 +168,8 @@ def plan_disruption(
         options=options or SolveOptions(),
         indexes=IndexCache(),
     )
-    return DisruptionPlan(evaluate(facts), snapshot, instance_types, now)
+    decision = evaluate(facts) if every_command else next_command(facts)
+    return DisruptionPlan(decision, snapshot, instance_types, now)
 
 
 # ----------------------------------------------------------------------------- output
@@ -324,6 +328,33 @@ def render_table(result: DisruptionPlan) -> str:
 # ----------------------------------------------------------------------------- command
 
 
+def load_dump(
+    files: Sequence[str],
+    at: datetime,
+    *,
+    instance_types: str | None = None,
+    node_overlay: bool = False,
+    stderr: TextIO,
+) -> tuple[Snapshot, PoolCatalogs]:
+    """The snapshot of the cluster in ``files`` at ``at`` and each pool's catalog, as
+    ``plan --disruption`` (and ``viewer -f``) decide on them; warnings go to ``stderr``.
+    ``ManifestError`` or ``PlanError`` when the input is unusable."""
+    manifests = load_manifests(files)
+    # A dump lists the pods its workloads made: workloads are not expanded here.
+    objects = manifests.cluster.without_workloads()
+    cluster, warnings = build_cluster(objects, at, disruption=True, node_overlay=node_overlay)
+    for warning in (*manifests.warnings, *warnings):
+        print(f"warning: {warning}", file=stderr)
+    # Without NodePools the decision still runs: no node is a candidate, and each one is
+    # listed with why (as the controller leaves nodes no NodePool manages alone); with
+    # neither NodePools nor Nodes there is nothing to decide about.
+    if not objects.nodepools and not objects.nodes:
+        raise PlanError(NO_NODEPOOL_OR_NODE)
+    if not objects.nodepools:
+        print(f"warning: {NO_NODEPOOL_CANDIDATES}", file=stderr)
+    return cluster.snapshot(at), plan_cli.load_catalogs(objects, instance_types)
+
+
 def run_disruption(
     files: Sequence[str],
     *,
@@ -337,24 +368,10 @@ def run_disruption(
 ) -> int:
     try:
         at = parse_now(now) if now is not None else datetime.now(UTC)
-        manifests = load_manifests(files)
-        # A dump lists the pods its workloads made: workloads are not expanded here.
-        objects = manifests.cluster.without_workloads()
-        cluster, warnings = build_cluster(objects, at, disruption=True, node_overlay=node_overlay)
-        for warning in (*manifests.warnings, *warnings):
-            print(f"warning: {warning}", file=stderr)
-        # Without NodePools the decision still runs: no node is a candidate, and each one is
-        # listed with why (as the controller leaves nodes no NodePool manages alone); with
-        # neither NodePools nor Nodes there is nothing to decide about.
-        if not objects.nodepools and not objects.nodes:
-            raise PlanError(NO_NODEPOOL_OR_NODE)
-        if not objects.nodepools:
-            print(f"warning: {NO_NODEPOOL_CANDIDATES}", file=stderr)
-        result = plan_disruption(
-            cluster.snapshot(at),
-            plan_cli.load_catalogs(objects, instance_types),
-            options=options,
+        snapshot, catalogs = load_dump(
+            files, at, instance_types=instance_types, node_overlay=node_overlay, stderr=stderr
         )
+        result = plan_disruption(snapshot, catalogs, options=options)
     except (ManifestError, PlanError) as err:
         print(f"error: {err}", file=stderr)
         return EXIT_USAGE

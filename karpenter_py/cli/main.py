@@ -1,4 +1,4 @@
-"""The ``karpenter-py`` command line: ``plan`` (and ``plan --disruption``), ``crds`` and ``controller``.
+"""The ``karpenter-py`` command line: ``plan`` (and ``plan --disruption``), ``viewer``, ``crds`` and ``controller``.
 
 Subcommand implementations are imported only when chosen, so ``karpenter-py plan`` never loads the
 controller's asyncio/Kubernetes stack and ``karpenter-py --help`` stays instant.
@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="as Karpenter's MIN_VALUES_POLICY (default Strict)",
     )
 
+    _add_viewer(sub)
+
     crds = sub.add_parser(
         "crds", help="write the CustomResourceDefinitions generated from the models"
     )
@@ -155,6 +157,80 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ctl.add_argument("settings", nargs=argparse.REMAINDER, help="settings flags (see --help)")
     return parser
+
+
+def _add_viewer(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    viewer = sub.add_parser(
+        "viewer",
+        help="watch the cluster's nodes, their cost and what disruption would do, live",
+        description=(
+            "One row per node (NodePool, instance type, capacity type, zone, price, age, CPU, "
+            "memory and pods used), its disruption state and the reason the disruption code "
+            "gives, NodeClaims not registered yet, pending pods with the provisioner's reason, "
+            "and totals per NodePool with the cost per hour and month and the next command's "
+            "saving. Keys: c a u n sort by cost, age, utilisation, name; / filters by NodePool "
+            "or label selector; Enter lists a node's pods; q quits."
+        ),
+    )
+    viewer.add_argument("--once", action="store_true", help="print the view once and exit")
+    viewer.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a cluster dump (kubectl get nodes,pods,nodeclaims,nodepools,pdb,daemonsets,"
+        "namespaces -A -o yaml), read as plan --disruption reads it (repeatable)",
+    )
+    viewer.add_argument("--kubeconfig", help="kubeconfig path (default: as the controller)")
+    viewer.add_argument("--context", help="the kubeconfig context to use")
+    viewer.add_argument(
+        "--instance-types",
+        metavar="CATALOG.json",
+        help="instance types in the KWOK provider's JSON format, for prices (default: the "
+        "built-in AWS catalog)",
+    )
+    viewer.add_argument(
+        "--now", metavar="RFC3339", help="with -f: the time to decide at (default: now)"
+    )
+    viewer.add_argument(
+        "--sort",
+        choices=("cost", "age", "utilisation", "name"),
+        default="name",
+        help="row order within each NodePool (default name)",
+    )
+    viewer.add_argument(
+        "--filter",
+        default="",
+        metavar="NODEPOOL|SELECTOR",
+        help="show one NodePool's nodes, or those a label selector (a=b,c in (d)) matches",
+    )
+
+
+def _viewer(args: argparse.Namespace) -> int:
+    from karpenter_py.cli.viewer.command import ViewerArgs, run_viewer
+    from karpenter_py.manager.settings import SettingsError, load_feature_gates
+    from karpenter_py.scheduling.inputs import SolveOptions
+
+    try:
+        gates = load_feature_gates(None, os.environ)
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    viewer_args = ViewerArgs(
+        files=cast("list[str]", args.files),
+        once=bool(args.once),
+        kubeconfig=cast("str | None", args.kubeconfig),
+        context=cast("str | None", args.context),
+        instance_types=cast("str | None", args.instance_types),
+        now=cast("str | None", args.now),
+        sort=args.sort,
+        filter=cast(str, args.filter),
+        node_overlay=gates.node_overlay,
+        options=SolveOptions(),
+    )
+    return run_viewer(viewer_args, stdout=sys.stdout, stderr=sys.stderr)
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -230,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # leading --flags through a subcommand).
         return _controller(argparse.Namespace(command="controller", settings=raw[1:]))
     args = build_parser().parse_args(raw)
-    handlers = {"plan": _plan, "crds": _crds, "controller": _controller}
+    handlers = {"plan": _plan, "viewer": _viewer, "crds": _crds, "controller": _controller}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:

@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock, RealClock
 from karpenter_py.cloudprovider.aws.nodeclass import NodeClassResolver
@@ -45,24 +43,10 @@ from karpenter_py.controllers.termination.nodeclaim import NodeClaimTermination
 from karpenter_py.informer.events import CallbackSink, Sink
 from karpenter_py.informer.reflector import Reflector
 from karpenter_py.informer.source import KubeListWatch, ListWatch
-from karpenter_py.informer.store import Store, keep_identity
 from karpenter_py.kube.client import KubeClient
 from karpenter_py.kube.events import EventRecorder, object_ref
-from karpenter_py.kube.objects import KubeObject, without_managed_fields
+from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import (
-    DAEMONSETS,
-    EC2NODECLASSES,
-    KWOKNODECLASSES,
-    NAMESPACES,
-    NODECLAIMS,
-    NODEOVERLAYS,
-    NODEPOOLS,
-    NODES,
-    PERSISTENTVOLUMECLAIMS,
-    PERSISTENTVOLUMES,
-    PODDISRUPTIONBUDGETS,
-    PODS,
-    STORAGECLASSES,
     Resource,
 )
 from karpenter_py.launcher.launch import Launcher
@@ -75,39 +59,21 @@ from karpenter_py.manager.leader import LeaderElector, Leadership, default_ident
 from karpenter_py.manager.probes import serve
 from karpenter_py.manager.settings import Settings
 from karpenter_py.manager.statemetrics import SchedulingMetrics, run_state_metrics
-from karpenter_py.manager.wiring import Kind, kind_sinks
-from karpenter_py.model.api.ec2nodeclass import EC2NodeClass
-from karpenter_py.model.api.kwoknodeclass import KWOKNodeClass
+from karpenter_py.manager.wiring import Kind, nodeclass_kind, reflectors, state_kinds
 from karpenter_py.model.catalog import instance_types_from_kwok_json, kwok_catalog
 from karpenter_py.model.core import Pod
 from karpenter_py.model.instancetype import InstanceType
-from karpenter_py.model.labels import AWS_GROUP, KWOK_GROUP
+from karpenter_py.model.labels import AWS_GROUP
 from karpenter_py.obs.metrics import Metrics
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import (
-    DaemonSetSink,
-    NodeClaimSink,
-    NodeClassSink,
     NodeOverlaySink,
-    NodePoolSink,
-    NodeSink,
-    PDBSink,
-    PersistentVolumeClaimSink,
-    PersistentVolumeSink,
-    PodSink,
-    StorageClassSink,
 )
 
 log = logging.getLogger("karpenter.manager")
 
 LABELS = ("metadata", "labels")
-
-# NodeClass kinds a provider may declare: where they live in the API and how to read them.
-NODECLASS_KINDS: dict[tuple[str, str], tuple[Resource, type[BaseModel]]] = {
-    (KWOK_GROUP, "KWOKNodeClass"): (KWOKNODECLASSES, KWOKNodeClass),
-    (AWS_GROUP, "EC2NodeClass"): (EC2NODECLASSES, EC2NodeClass),
-}
 
 
 def kwok_instance_types(path: str) -> list[InstanceType]:
@@ -304,57 +270,27 @@ class App:
         """One reflector per kind, listing and watching ``source(resource)`` (the API server's;
         the scale benchmark's in-memory one); the state takes each delivery in before any
         controller hears it (``wiring.IngestThenNotify``)."""
-        c = self.cluster
-        kinds = [
-            # Node deletes are read for the NodePool label and the provider ID; pod deletes for
-            # the node the pod was on.
-            Kind(NODES, [NodeSink(c)], keep=keep_identity(LABELS, ("spec", "providerID"))),
-            Kind(NODECLAIMS, [NodeClaimSink(c)]),
-            Kind(PODS, [PodSink(c)], keep=keep_identity(("spec", "nodeName"))),
-            Kind(NODEPOOLS, [NodePoolSink(c)]),
-            Kind(DAEMONSETS, [DaemonSetSink(c)]),
-            Kind(PODDISRUPTIONBUDGETS, [PDBSink(c)], name="pdbs"),
-            # Volume topology: where the volumes pending pods mount can attach.
-            Kind(PERSISTENTVOLUMECLAIMS, [PersistentVolumeClaimSink(c)]),
-            Kind(PERSISTENTVOLUMES, [PersistentVolumeSink(c)]),
-            Kind(STORAGECLASSES, [StorageClassSink(c)]),
-            *self._nodeclass_kinds(),
-            Kind(NAMESPACES, [CallbackSink(on_upsert=self._on_namespace)]),
-        ]
-        if self.settings.feature_gates.node_overlay:
-            kinds.append(Kind(NODEOVERLAYS, [NodeOverlaySink(c)]))
+        kinds = state_kinds(
+            self.cluster,
+            self._nodeclass_kinds(),
+            node_overlay=self.settings.feature_gates.node_overlay,
+        )
         watches = [
             *self.scheduling_metrics.watches(),
             *(watch for controller in self.controllers for watch in controller.watches()),
         ]
-        return [
-            Reflector(
-                source(kind.resource),
-                name=kind.reflector_name,
-                store=Store(keep=kind.keep),
-                sinks=[sink],
-                transform=without_managed_fields,
-            )
-            for kind, sink in kind_sinks(kinds, watches)
-        ]
+        return reflectors(kinds, watches, source)
 
     def _nodeclass_kinds(self) -> list[Kind]:
         """One kind per NodeClass kind the cloud provider supports."""
         out = []
         for ref in self.cloud.supported_node_classes():
-            resource, model = NODECLASS_KINDS[(ref.group, ref.kind)]
-            ingest: list[Sink] = [
-                NodeClassSink(self.cluster, group=ref.group, kind=ref.kind, model=model)
-            ]
+            extra: list[Sink] = []
             if self.aws is not None and ref.group == AWS_GROUP:
                 store = self.aws.nodeclasses  # the AWS provider's own EC2NodeClass cache
-                ingest.append(CallbackSink(on_upsert=store.upsert, on_delete=store.delete))
-            out.append(Kind(resource, ingest, nodeclass=True))
+                extra.append(CallbackSink(on_upsert=store.upsert, on_delete=store.delete))
+            out.append(nodeclass_kind(self.cluster, ref.group, ref.kind, extra))
         return out
-
-    def _on_namespace(self, obj: KubeObject) -> None:
-        meta = obj.get("metadata", {})
-        self.cluster.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
 
     # ------------------------------------------------------------------ running
     def ready(self) -> bool:

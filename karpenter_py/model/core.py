@@ -8,6 +8,7 @@ re-computation.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from sys import intern
@@ -206,6 +207,52 @@ def label_selector_from_dict(raw: object, path: str) -> LabelSelector:
         for i, e in enumerate(json_list(data.get("matchExpressions"), f"{path}.matchExpressions"))
     )
     return LabelSelector(tuple(sorted(labels.items())), exprs)
+
+
+# ----------------------------------------------------------------------------- selector strings
+
+_SET = re.compile(r"^\s*([^\s!=,()]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
+_EQUALS = re.compile(r"^\s*([^\s!=,()]+)\s*(==|=|!=)\s*([^\s!=,()]*)\s*$")
+_EXISTS = re.compile(r"^\s*(!?)\s*([^\s!=,()]+)\s*$")
+
+
+class SelectorError(ValueError):
+    """A label selector that does not parse; the message says which part."""
+
+
+def _terms(text: str) -> list[str]:
+    """Split on commas outside parentheses."""
+    terms, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
+
+
+def label_selector_from_string(text: str) -> LabelSelector:
+    """A label selector in kubectl's ``-l`` syntax (``a=b,c!=d,e in (f,g),h notin (i),j,!k``)
+    as the LabelSelector the API uses: ``!=`` is ``NotIn``, ``!k`` is ``DoesNotExist``."""
+    labels: list[tuple[str, str]] = []
+    exprs: list[SelectorRequirement] = []
+    for term in _terms(text):
+        if m := _SET.match(term):
+            values = tuple(v.strip() for v in m.group(3).split(",") if v.strip())
+            operator = "In" if m.group(2) == "in" else "NotIn"
+            exprs.append(SelectorRequirement(m.group(1), operator, values))
+        elif m := _EQUALS.match(term):
+            if m.group(2) == "!=":
+                exprs.append(SelectorRequirement(m.group(1), "NotIn", (m.group(3),)))
+            else:
+                labels.append((m.group(1), m.group(3)))
+        elif m := _EXISTS.match(term):
+            operator = "DoesNotExist" if m.group(1) else "Exists"
+            exprs.append(SelectorRequirement(m.group(2), operator))
+        else:
+            raise SelectorError(f"not a label selector term: {term.strip()!r}")
+    return LabelSelector(tuple(sorted(labels)), tuple(exprs))
 
 
 # ----------------------------------------------------------------------------- affinity
