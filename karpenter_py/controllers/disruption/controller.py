@@ -24,14 +24,7 @@ c. the decision (``decide.next_command``) on a snapshot, each pool's instance ty
    again at that moment, since time passing is not a cluster change;
 d. consolidation and emptiness commands wait 15 s and are re-validated on fresh facts
    (``decide.revalidate``; emptiness may shrink to the still-empty subset); a rejection publishes
-   ``ConsolidationRejected`` and counts ``karpenter_voluntary_disruption_failed_validations_total``.
-   In the running loop each such command waits out its validation in a task of its own (at most
-   ``MAX_VALIDATING`` at once), and the next pass starts at once on the cluster as the commands
-   still validating will leave it (``decide.apply_command``: their candidates gone, their pods
-   placed as they planned, their nodes counted against the budgets), so it can only find a
-   command over other nodes. Upstream holds its loop for the 15 s; in a 10,000-pod scale-in that
-   wait was a third of every command's cycle. A command's own re-validation sees the other
-   validating commands applied too, and whatever was rejected or started meanwhile as it is;
+   ``ConsolidationRejected`` and counts ``karpenter_voluntary_disruption_failed_validations_total``;
 e. the command goes to the :class:`~karpenter_py.controllers.disruption.queue.OrchestrationQueue`;
    the pass waits until the queue has tainted the candidates, created the replacements and marked
    the candidates for deletion (upstream's synchronous StartCommand), so the next pass's budgets
@@ -48,10 +41,9 @@ so "why is this node still here?" has an answer on demand.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -70,7 +62,6 @@ from karpenter_py.controllers.disruption.cost import (
 from karpenter_py.controllers.disruption.decide import (
     COMMAND_VALIDATION_DELAY,
     Facts,
-    apply_command,
     needs_validation,
     next_command,
     revalidate,
@@ -101,11 +92,8 @@ RECHECK_AFTER: Final = 300.0  # forced pass when nothing changed (upstream: 5 mi
 BLOCKED_DEDUPE: Final = 60.0
 UNCONSOLIDATABLE_DEDUPE: Final = 900.0
 SETTLE: Final = 1.0  # after hygiene wrote something, let the watches catch up before deciding
-MAX_VALIDATING: Final = 4  # commands waiting out their validation at once
 
 Decide = Callable[[Facts], Decision]
-# Starts a coroutine in the loop's TaskGroup (``TaskGroup.create_task``).
-Spawn = Callable[[Coroutine[Any, Any, bool]], object]
 
 
 class Disruption:
@@ -154,11 +142,6 @@ class Disruption:
         self._recheck_at: datetime | None = None  # the last no-op decision's ``recheck_at``
         self._blocked_seen: dict[tuple[str, str], float] = {}
         self._unconsolidatable_seen: dict[tuple[str, str], float] = {}
-        self._validating: dict[int, Command] = {}  # commands waiting out their validation
-        self._validating_changes = 0  # bumped when one is added or leaves: the facts changed
-        self._noop_validating = 0
-        self._ids = itertools.count(1)
-        self._wake = asyncio.Event()  # a validation ended: decide again without the idle wait
         self._gauge_pools: set[tuple[str, str]] = set()
         self.cost = CostMetrics(deps.metrics) if deps.metrics is not None else None
 
@@ -167,17 +150,14 @@ class Disruption:
         return ()  # a periodic pass over the whole cluster state: nothing wakes it
 
     async def run(self) -> None:
-        """Disrupt forever; owned by the manager's leader-gated TaskGroup (which also owns the
-        validation tasks, so they end with the loop)."""
+        """Disrupt forever; owned by the manager's leader-gated TaskGroup."""
         await wait_synced(self.deps.cluster)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.queue.run())
             await self.queue.wait_running()
             while True:
-                while len(self._validating) >= MAX_VALIDATING:
-                    await self._woken(self.period)
                 try:
-                    started = await self.reconcile(spawn=tg.create_task)
+                    started = await self.reconcile()
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -186,24 +166,10 @@ class Disruption:
                 if started:
                     await asyncio.sleep(0)  # a checkpoint, then straight into the next pass
                 else:
-                    await self._woken(self.idle_delay())
+                    await self.deps.clock.sleep(self.idle_delay())
 
-    async def _woken(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less when a validation ends meanwhile."""
-        async with asyncio.TaskGroup() as tg:
-            waits = {
-                tg.create_task(self.deps.clock.sleep(seconds)),
-                tg.create_task(self._wake.wait()),
-            }
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for w in waits:
-                w.cancel()
-
-    async def reconcile(self, spawn: Spawn | None = None) -> bool:
-        """One pass; True when a command was handed to the queue, or, with ``spawn``, when a
-        command that validates was handed to a task of its own that validates it and hands it
-        to the queue."""
-        self._wake.clear()
+    async def reconcile(self) -> bool:
+        """One pass; True when a command was handed to the queue."""
         self.passes += 1
         snapshot = self.deps.cluster.snapshot(self.deps.clock.now())
         if await self.cleanup_strays(snapshot):
@@ -216,7 +182,7 @@ class Disruption:
             return False
         facts = await self.facts(snapshot)
         if self.cost is not None:
-            self.cost.prices(snapshot, facts.instance_types)  # the nodes as they are
+            self.cost.prices(facts.snapshot, facts.instance_types)
         decision = await self._decide(facts)
         self.last_decision = decision
         self.last_decided_at = facts.now
@@ -227,7 +193,6 @@ class Disruption:
         events.invalid_do_not_disrupt(self.deps.recorder, snapshot)
         if not decision.commands:
             self._noop_generation = generation
-            self._noop_validating = self._validating_changes
             self._noop_at = self.deps.clock.monotonic()
             self._recheck_at = decision.recheck_at
             log.debug("disruption pass found nothing", extra={"decision": self.report()})
@@ -237,37 +202,8 @@ class Disruption:
         self._recheck_at = None
         command = decision.commands[0]
         log.info("disruption command found", extra={"command": command_report(command)})
-        if spawn is None or not needs_validation(command):
-            return await self._carry_out(command, blocked)
-        key = next(self._ids)
-        self._validating[key] = command
-        self._validating_changes += 1
-        spawn(self._validate_in_background(key, command, blocked))
-        return True
-
-    async def _validate_in_background(
-        self, key: int, command: Command, blocked: dict[str, float]
-    ) -> bool:
-        try:
-            return await self._carry_out(command, blocked, key=key)
-        except Exception:  # one command's failure must not end the loop that owns the task
-            log.exception(
-                "disruption command failed before the queue took it",
-                extra={"command": command_report(command)},
-            )
-            return False
-        finally:
-            self._validating.pop(key, None)
-            self._validating_changes += 1
-            self._wake.set()
-
-    async def _carry_out(
-        self, command: Command, blocked: dict[str, float], *, key: int | None = None
-    ) -> bool:
-        """Validate the command if it needs it, hand it to the queue and wait until its
-        candidates are marked; True when it started."""
         if needs_validation(command):
-            validated = await self.validate(command, key=key)
+            validated = await self.validate(command)
             if validated is None:
                 blocked[VALIDATION] = command.savings
                 self._blocked(blocked)
@@ -300,23 +236,12 @@ class Disruption:
     def _unchanged_since_noop(self, generation: int) -> bool:
         if self._noop_generation is None or generation != self._noop_generation:
             return False
-        if self._validating_changes != self._noop_validating:
-            return False  # a command was validated or rejected: the facts are not the same
         if self._recheck_at is not None and self.deps.clock.now() >= self._recheck_at:
             return False  # a time-based reason the last pass waited on has run out
         return self.deps.clock.monotonic() - self._noop_at < self.recheck_after
 
-    async def facts(self, snapshot: Snapshot, *, skip: int | None = None) -> Facts:
-        """The decision's facts: the snapshot as the commands still validating (but the one
-        keyed ``skip``) will leave it, their candidates counted as disrupting their pools."""
+    async def facts(self, snapshot: Snapshot) -> Facts:
         types = await self.rounds.instance_types(snapshot)
-        disrupting: dict[str, int] = {}
-        for key, command in list(self._validating.items()):
-            if key == skip:
-                continue
-            snapshot = apply_command(snapshot, command, tag=f"validating-{key}")
-            for c in command.candidates:
-                disrupting[c.pool_name] = disrupting.get(c.pool_name, 0) + 1
         return Facts(
             snapshot=snapshot,
             instance_types=types,
@@ -327,7 +252,6 @@ class Disruption:
             indexes=self.rounds.indexes,
             multi_node_timeout=self.multi_node_timeout,
             single_node_timeout=self.single_node_timeout,
-            disrupting=disrupting,
         )
 
     async def _decide(self, facts: Facts) -> Decision:
@@ -344,15 +268,14 @@ class Disruption:
             ).observe(time.perf_counter() - started)
         return decision
 
-    async def validate(self, command: Command, *, key: int | None = None) -> Command | None:
-        """Wait the validation delay, then re-check on fresh facts (with the other commands still
-        validating applied; ``key`` is this one's). The command to run (emptiness may have
-        shrunk), or None after publishing the rejection."""
+    async def validate(self, command: Command) -> Command | None:
+        """Wait the validation delay, then re-check on fresh facts. The command to run (emptiness
+        may have shrunk), or None after publishing the rejection."""
         for c in command.candidates:
             events.candidate(self.deps.recorder, c, command.explanation, self.validation_delay)
         await self.deps.clock.sleep(self.validation_delay)
         snapshot = self.deps.cluster.snapshot(self.deps.clock.now())
-        facts = await self.facts(snapshot, skip=key)
+        facts = await self.facts(snapshot)
         if self.offload:
             again, why = await asyncio.to_thread(revalidate, command, facts)
         else:
@@ -495,7 +418,6 @@ class Disruption:
             "commands": [command_report(c) for c in decision.commands] if decision else [],
             "unchanged": dict(sorted(decision.unchanged.items())) if decision else {},
             "timedOut": [timeout_report(t) for t in decision.timed_out] if decision else [],
-            "validating": [command_report(c) for c in self._validating.values()],
             "lastRejection": self.last_rejection,
             "queue": [e.summary() for e in self.queue.entries],
             "recent": [e.summary() for e in list(self.queue.history)[-10:]],

@@ -15,7 +15,6 @@ from karpenter_py.controllers.disruption import events
 from karpenter_py.controllers.disruption.controller import Disruption
 from karpenter_py.controllers.disruption.decide import Facts, next_command
 from karpenter_py.controllers.disruption.drift import DRIFT
-from karpenter_py.controllers.disruption.emptiness import EMPTINESS
 from karpenter_py.controllers.disruption.multinode import MULTI_NODE
 from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE
 from karpenter_py.controllers.disruption.types import Decision, Timeout
@@ -458,84 +457,3 @@ async def test_a_command_rejected_at_validation_is_a_blocked_saving() -> None:
     d = controller(w, FakeDecide(Decision(commands=(cmd,))), validation_delay=0.0)
     assert await d.reconcile() is False
     assert blocked(w) == {"budget": 0.0, "validation": cmd.savings, "start_failed": 0.0}
-
-
-CONSOLIDATABLE = [
-    *LIFECYCLE,
-    {**LIFECYCLE[0], "type": "Consolidatable", "reason": "Consolidatable"},
-]
-
-
-async def test_the_loop_decides_on_while_a_command_waits_out_its_validation() -> None:
-    w = World(factories.nodepool("default", disruption={"budgets": [{"nodes": "100%"}]}))
-    w.add_node("n1", nodeclaim_conditions=CONSOLIDATABLE)
-    w.add_node("n2", nodeclaim_conditions=CONSOLIDATABLE)
-    first, second = w.command("n1", method=EMPTINESS), w.command("n2", method=EMPTINESS)
-    decide = FakeDecide(Decision(commands=(first,)), Decision(commands=(second,)), Decision())
-    d = controller(w, decide, validation_delay=15.0)
-    async with asyncio.TaskGroup() as tg:
-        loop = tg.create_task(d.run())
-        await settle()
-        # Three passes at once: n1's command, then n2's on the cluster as n1's leaves it (n1
-        # gone, counted against the budget), then nothing; neither command has started.
-        assert [sorted(n.name for n in f.snapshot.nodes) for f in decide.facts] == [
-            ["n1", "n2"],
-            ["n2"],
-            [],
-        ]
-        assert [dict(f.disrupting) for f in decide.facts] == [{}, {"default": 1}, {"default": 2}]
-        assert [c["candidates"][0]["node"] for c in d.report()["validating"]] == ["n1", "n2"]
-        assert len(w.queue) == 0
-        assert w.api.taints("n1") == w.api.taints("n2") == [OTHER_TAINT]
-        # The price gauges are of the nodes as they are, not as the commands will leave them.
-        prices = {
-            n: w.metric(
-                "karpenter_nodes_hourly_price",
-                node_name=n,
-                instance_type="c-2x-amd64-linux",
-                nodepool="default",
-                capacity_type="on-demand",
-                zone="test-zone-a",
-            )
-            for n in ("n1", "n2")
-        }
-        assert (
-            prices["n1"]
-            == prices["n2"]
-            == next(
-                o.price
-                for o in w.instance_type("c-2x-amd64-linux").offerings
-                if (o.zone, o.capacity_type) == ("test-zone-a", "on-demand")
-            )
-        )
-        # Both wait the same 15 s and start together (one after the other, n2 would wait 30 s).
-        w.clock.step(15)
-        await settle()
-        assert w.api.taints("n1") == w.api.taints("n2") == [OTHER_TAINT, DISRUPTED_TAINT]
-        assert w.state_node("n1").marked_for_deletion
-        assert w.state_node("n2").marked_for_deletion
-        assert d.report()["validating"] == []
-        # Each validation's end woke the loop: it decided again on the cluster as it is now.
-        assert len(decide.facts) >= 4
-        assert decide.facts[-1].disrupting == {}
-        loop.cancel()
-
-
-async def test_a_command_rejected_at_validation_frees_its_nodes_for_the_next_pass() -> None:
-    w = World(factories.nodepool("default", disruption={"budgets": [{"nodes": "100%"}]}))
-    w.add_node("n1", nodeclaim_conditions=LIFECYCLE)  # not Consolidatable: revalidation fails
-    cmd = w.command("n1", method=SINGLE_NODE)
-    decide = FakeDecide(Decision(commands=(cmd,)), Decision(), Decision())
-    d = controller(w, decide, validation_delay=15.0)
-    async with asyncio.TaskGroup() as tg:
-        loop = tg.create_task(d.run())
-        await settle()
-        assert [sorted(n.name for n in f.snapshot.nodes) for f in decide.facts] == [["n1"], []]
-        w.clock.step(15)
-        await settle()
-        assert len(w.queue) == 0
-        assert d.report()["validating"] == []
-        assert w.api.taints("n1") == [OTHER_TAINT]
-        # Nothing changed in the cluster, but the facts did: the loop looked again at once.
-        assert [sorted(n.name for n in f.snapshot.nodes) for f in decide.facts[2:]] == [["n1"]]
-        loop.cancel()
