@@ -505,15 +505,19 @@ class OrchestrationQueue:
         async def one(c: Candidate) -> bool:
             nc = c.node.nodeclaim
             assert nc is not None
-            return await self._delete_one(nc)
+            ok = await self._delete_one(nc)
+            if ok:  # recorded at once: a cancellation must not unmark a deleted candidate
+                entry.deleted.append(nc.name)
+            return ok
 
         done = await gather_limited(present, one, limit=WRITE_PARALLELISM)
+        order = {c.node.nodeclaim.name: i for i, c in enumerate(present) if c.node.nodeclaim}
+        entry.deleted.sort(key=lambda name: order.get(name, len(order)))
         failed: set[str] = set()
         for c, ok in zip(present, done, strict=True):
             nc = c.node.nodeclaim
             assert nc is not None
             if ok:
-                entry.deleted.append(nc.name)
                 events.terminating(self.deps.recorder, c, cmd.reason.value)
                 self._count_disrupted(cmd, c, nc)
             else:

@@ -376,3 +376,28 @@ async def test_a_commands_writes_go_to_up_to_20_candidates_at_once(
     assert sorted(e.conditioned) == names
     assert all(w.api.taints(n) == [OTHER_TAINT, DISRUPTED_TAINT] for n in names)
     assert all(marked(w, n) for n in names)
+
+
+async def test_a_cancelled_delete_step_keeps_the_marks_of_candidates_already_deleted() -> None:
+    w = World()
+    for name in ("n1", "n2"):
+        w.add_node(name)
+    hold = asyncio.Event()
+    delete = w.api.delete
+
+    async def slow_for_n2(resource: Any, name: str, **kw: Any) -> Any:
+        if name == "n2":
+            await hold.wait()  # n2's delete never answers before the cancellation
+        return await delete(resource, name, **kw)
+
+    w.api.delete = slow_for_n2  # type: ignore[method-assign]
+    async with asyncio.TaskGroup() as tg:
+        runner = tg.create_task(w.queue.run())
+        await w.queue.wait_running()
+        e = w.queue.add(w.command("n1", "n2", method=EMPTINESS))
+        await settle()
+        assert e.deleted == ["n1"]
+        runner.cancel()
+    assert e.outcome == Outcome.CANCELLED
+    assert marked(w, "n1")  # deleted: it stays marked, termination takes it
+    assert not marked(w, "n2")
