@@ -29,6 +29,7 @@ from karpenter_py.cli.viewer.model import Filter, SortKey, View, build_view, par
 from karpenter_py.cli.viewer.source import DumpSource, open_live, served_nodeclasses
 from karpenter_py.cli.viewer.text import render_text
 from karpenter_py.kube.config import ConfigError, load_config
+from karpenter_py.kube.errors import KubeError
 from karpenter_py.model.core import SelectorError
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.state.snapshot import Snapshot
@@ -145,4 +146,7 @@ def run_viewer(args: ViewerArgs, *, stdout: TextIO, stderr: TextIO) -> int:
         return EXIT_USAGE
     except ConfigError as err:
         print(f"error: cannot load the kubeconfig: {err}", file=stderr)
+        return EXIT_USAGE
+    except KubeError as err:  # refused, unreachable, or not allowed to list (401/403)
+        print(f"error: cannot list the cluster: {err}", file=stderr)
         return EXIT_USAGE

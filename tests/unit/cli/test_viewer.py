@@ -3,6 +3,7 @@ plain text ``--once`` prints for a dump (``-f``), on the road ``plan --disruptio
 
 from __future__ import annotations
 
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from karpenter_py.model.core import SelectorError, label_selector_from_string
 from karpenter_py.model.labels import TAINT_DISRUPTED_KEY
 from karpenter_py.state.cluster import Cluster
 from tests import factories
+from tests.unit.kube.fakeplugin import write_kubeconfig
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = str(REPO / "examples" / "disruption.yaml")
@@ -155,3 +157,18 @@ def test_filter_text_is_a_nodepool_else_a_selector() -> None:
 )
 def test_formatting(value: str, text: str) -> None:
     assert value == text
+
+
+def test_a_cluster_that_cannot_be_reached_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on once this socket is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kc = write_kubeconfig(tmp_path / "kc", {"token": "t"}, server=f"https://127.0.0.1:{port}")
+    assert main(["viewer", "--once", "--kubeconfig", str(kc)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("error: cannot list the cluster: ")
+    assert err.count("\n") == 1
+    assert f"127.0.0.1:{port}" in err
