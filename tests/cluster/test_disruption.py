@@ -443,6 +443,9 @@ async def test_three_nodes_become_one(client: KubeClient) -> None:
     pool = unique("pool")
     body = pool_body(
         pool,
+        # Consolidation waits until the three nodes are underused together: the ballast pods
+        # go one by one, and a pass between two deletions sees one candidate (single-node).
+        consolidate_after="Never",
         instance_types=["c-4x-amd64-linux"],
         budgets=[{"nodes": "100%"}],  # the default 10% would let one node go at a time
     )
@@ -464,6 +467,28 @@ async def test_three_nodes_become_one(client: KubeClient) -> None:
                 first = names(await claims_of(client, pool))
                 assert len(first) == 3
                 await client.delete(DEPLOYMENTS, "ballast", namespace=ns)
+
+                def cache_settled() -> bool:
+                    # The controller's own view: only the small pods on the pool's nodes, and
+                    # no node nominated for pods (nomination keeps a node out of a pass).
+                    now = app.clock.now()
+                    on_nodes = [
+                        p for p in app.cluster.pods.values() if p.namespace == ns and p.node_name
+                    ]
+                    hosts = {p.node_name for p in on_nodes}
+                    return (
+                        len(on_nodes) == 3
+                        and all(p.name.startswith("small-") for p in on_nodes)
+                        and not any(app.cluster.is_nominated(n, now) for n in hosts)
+                    )
+
+                await eventually(cache_settled, within=60, interval=0.5, what="ballast gone")
+                await client.patch(
+                    NODEPOOLS,
+                    pool,
+                    {"spec": {"disruption": {"consolidateAfter": "0s"}}},
+                    patch_type=PatchType.MERGE,
+                )
 
                 async def consolidated() -> bool:
                     claims = await claims_of(client, pool)
