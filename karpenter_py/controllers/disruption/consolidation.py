@@ -61,7 +61,7 @@ class Consolidation:
         return consolidation_block(candidate, now)
 
     def revalidate(self, ctx: PassContext, command: Command) -> tuple[Command | None, str]:
-        return revalidate(ctx, command, single=self.single)
+        return revalidate(ctx, command, single=self.single, shrink=not self.single)
 
 
 def consolidation_candidates(ctx: PassContext, method: Method) -> list[Candidate]:
@@ -88,32 +88,44 @@ def refined(ctx: PassContext, command: Command, *, single: bool) -> Command:
     return command if again is None else again
 
 
-def revalidate(ctx: PassContext, command: Command, *, single: bool) -> tuple[Command | None, str]:
+def revalidate(
+    ctx: PassContext, command: Command, *, single: bool, shrink: bool = False
+) -> tuple[Command | None, str]:
     """Upstream's re-check of a command that replaces or deletes by simulation: every candidate
     must still qualify and fit the budget, and a fresh simulation must agree on the number of
     replacements with a type list that includes the command's. Beyond upstream, a fresh
-    simulation that needs fewer replacements and saves more is the command returned."""
+    simulation that needs fewer replacements and saves more is the command returned, and with
+    ``shrink`` (multi-node) a command some of whose candidates no longer qualify goes on with
+    the two or more that still do, when a fresh simulation of those alone still saves."""
     method = command.method
     current = {c.name: c for c in ctx.candidates_for(method)}
-    names = [c.name for c in command.candidates]
-    missing = [n for n in names if n not in current]
-    if missing:
-        return (
-            None,
-            f"candidate {missing[0]} no longer qualifies: "
-            f"{ctx.unchanged.get(missing[0], 'changed')}",
-        )
-    fresh = [current[n] for n in names]
-    for c in fresh:
+    fresh: list[Candidate] = []
+    dropped: list[str] = []
+    for name in (c.name for c in command.candidates):
+        c = current.get(name)
+        if c is None:
+            dropped.append(
+                f"candidate {name} no longer qualifies: {ctx.unchanged.get(name, 'changed')}"
+            )
+            continue
         why = consolidation_block(c, ctx.facts.now, empty_ok=True)
         if why is not None:
-            return None, f"candidate {c.name}: {why}"
+            dropped.append(f"candidate {c.name}: {why}")
+            continue
+        fresh.append(c)
+    if dropped and not (shrink and len(fresh) >= 2):
+        return None, dropped[0]
     if len(ctx.within_budget(fresh, method.reason)) < len(fresh):
         return None, f"budget no longer allows disrupting {len(fresh)} node(s)"
     limit = max(1, len(command.replacements))
     again, why = consolidate(
         ctx, fresh, method=method, single=single, max_replacements=limit, refine=True
     )
+    if dropped:
+        # A few candidates got pods meanwhile (often the evictions of the command before this
+        # one). Upstream drops the whole command, and the rest, unchanged through this delay,
+        # wait for a new search and a new delay; here they go on if they still save alone.
+        return (again, "") if again is not None else (None, f"{dropped[0]}; the rest: {why}")
     if again is None:
         return None, f"re-simulation: {why}"
     if len(again.replacements) < len(command.replacements) and again.savings > command.savings:

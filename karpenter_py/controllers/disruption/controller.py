@@ -281,6 +281,11 @@ class Disruption:
         else:
             again, why = revalidate(command, facts)
         if again is not None:
+            if again is not command:
+                log.info(
+                    "disruption command changed at validation",
+                    extra={"command": command_report(command), "now": command_report(again)},
+                )
             return again
         self.last_rejection = why
         log.info(

@@ -380,6 +380,47 @@ def test_a_re_simulation_needing_fewer_replacements_runs_instead(
     assert (shape(again), why) == (want, "")
 
 
+@pytest.mark.parametrize(
+    ("kept", "want"),
+    [
+        # c got a do-not-disrupt pod meanwhile: a and b still go, their pods onto c.
+        (["c"], (("multi-node-consolidation", ["a", "b"], [], 0.2172), "")),
+        # Only one candidate would be left: that is a single-node command's search, not this one.
+        (
+            ["b", "c"],
+            (
+                None,
+                "candidate b no longer qualifies: "
+                'pod default/late-b has annotation karpenter.sh/do-not-disrupt: "true"',
+            ),
+        ),
+    ],
+)
+def test_a_multi_node_command_goes_on_without_the_candidates_that_no_longer_qualify(
+    kept: list[str], want: tuple[tuple[str, list[str], list[str], float] | None, str]
+) -> None:
+    c = build([("a", C4, ["1"]), ("b", C4, ["1"]), ("c", C4, ["1"])])
+    (cmd,) = next_command(facts(c)).commands
+    assert shape(cmd) == (
+        "multi-node-consolidation",
+        ["a", "b", "c"],
+        ["c-4x-arm64-linux"],
+        0.2172,
+    )
+    for name in kept:
+        c.upsert_pod(
+            pod(
+                f"late-{name}",
+                node_name=name,
+                cpu="100m",
+                memory="256Mi",
+                annotations={"karpenter.sh/do-not-disrupt": "true"},
+            )
+        )
+    again, why = revalidate(cmd, facts(c))
+    assert (None if again is None else shape(again), why) == want
+
+
 def test_emptiness_revalidation_keeps_the_still_empty_subset() -> None:
     c = build([("a", C4, []), ("b", C4, []), ("x", C4, ["3"])])
     (cmd,) = next_command(facts(c)).commands
