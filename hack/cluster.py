@@ -380,6 +380,7 @@ class LocalCluster:
         apiserver_args: Sequence[str] = (),
         controller_manager_args: Sequence[str] = (),
         scheduler_args: Sequence[str] = (),
+        scheduler_config: dict[str, Any] | None = None,
         kwok_args: Sequence[str] = (),
         service_account_admission: bool = False,
     ) -> None:
@@ -392,6 +393,10 @@ class LocalCluster:
             "kube-scheduler": list(scheduler_args),
             "kwok": list(kwok_args),
         }
+        # KubeSchedulerConfiguration fields (e.g. percentageOfNodesToScore, clientConnection.qps):
+        # with a config file the scheduler ignores --kubeconfig, --leader-elect and the QPS flags,
+        # so the file carries them (scheduler_args must not).
+        self.scheduler_config = scheduler_config
         self.service_account_admission = service_account_admission
         self.components: dict[str, Component] = {}
         self.data_dir: Path | None = None
@@ -622,6 +627,7 @@ class LocalCluster:
                     "--bind-address=127.0.0.1",
                     f"--secure-port={self.ports['scheduler']}",
                     f"--cert-dir={d / 'scheduler-certs'}",
+                    *self._scheduler_config_args(d),
                     *self.extra["kube-scheduler"],
                 ],
             ),
@@ -659,6 +665,23 @@ class LocalCluster:
                 ],
             ),
         }
+
+    def _scheduler_config_args(self, d: Path) -> list[str]:
+        if self.scheduler_config is None:
+            return []
+        config: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "leaderElection": {"leaderElect": False},
+            **self.scheduler_config,
+        }
+        config["clientConnection"] = {
+            **config.get("clientConnection", {}),
+            "kubeconfig": str(d / "kube-scheduler.kubeconfig"),
+        }
+        path = d / "kube-scheduler-config.json"  # JSON is YAML: the scheduler reads either
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        return [f"--config={path}"]
 
     def _spawn(self, c: Component) -> None:
         assert self.data_dir is not None
