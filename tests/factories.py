@@ -332,12 +332,13 @@ def pod_dict(
     resource_version: str | None = None,
     ready: bool | None = None,
     deleting: str | None = None,
+    nominated: str | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod as the API server holds it, with one container requesting ``cpu`` and ``memory`` (None: no request). ``pending``
     makes it unschedulable-pending; ``phase=""`` leaves out the status; ``ready`` adds its
-    Ready condition; ``deleting`` is its deletionTimestamp; other keyword arguments are
-    Pod.spec fields (camelCase)."""
+    Ready condition; ``deleting`` is its deletionTimestamp; ``nominated`` its
+    status.nominatedNodeName; other keyword arguments are Pod.spec fields (camelCase)."""
     meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
@@ -382,6 +383,8 @@ def pod_dict(
         body["status"].setdefault("conditions", []).append(
             {"type": "Ready", "status": "True" if ready else "False"}
         )
+    if nominated is not None and phase:
+        body["status"]["nominatedNodeName"] = nominated
     return body
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
@@ -71,6 +71,9 @@ class RoundRunner:
     offerings: OfferingFilter | None = None
     events: Events | None = None
     nomination_seconds: float = 20.0
+    # Told the pods each round planned (``controllers.provisioning.nominations`` writes their
+    # nominatedNodeName once the planned node exists).
+    planned: Callable[[Sequence[str]], None] | None = None
     indexes: IndexCache = field(default_factory=IndexCache)
     existing: ExistingMemo = field(default_factory=ExistingMemo)
     overlays: OverlayMemo = field(default_factory=OverlayMemo)
@@ -151,22 +154,38 @@ class RoundRunner:
         return created, failures
 
     def nominate(self, plan: Plan, created: Mapping[NewNodeClaim, str]) -> None:
-        """Nominate the capacity pods were given (disruption leaves it alone meanwhile) and tell
-        each pod where it is going, or why it cannot go anywhere."""
+        """Nominate the capacity pods were given (disruption leaves it alone meanwhile), record
+        where each pod was planned (``Cluster.pod_plans``), and tell each pod where it is going,
+        or why it cannot go anywhere."""
         until = self.clock.now() + timedelta(seconds=self.nomination_seconds)
+        plans = self.cluster.pod_plans
+        keys: list[str] = []
         for nc, name in created.items():
             self.cluster.nominate(name, until)
-            if self.events is not None:
-                for pod in nc.pods:
+            for pod in nc.pods:
+                plans.plan(pod.key, name)
+                keys.append(pod.key)
+                if self.events is not None:
                     self.events.pod_nominated(pod, f"nodeclaim/{name}")
         for placement in plan.existing:
             self.cluster.nominate(placement.node_name, until)
-            if self.events is not None:
-                for pod in placement.pods:
+            for pod in placement.pods:
+                plans.plan(pod.key, placement.node_name)
+                keys.append(pod.key)
+                if self.events is not None:
                     self.events.pod_nominated(pod, f"node/{placement.node_name}")
-        if self.events is not None:
-            for err in plan.errors:
+        unwritten = [p for nc in plan.new_node_claims if nc not in created for p in nc.pods]
+        for pod in unwritten:  # its NodeClaim could not be written: no plan holds for it
+            plans.forget_pod(pod.key)
+            keys.append(pod.key)
+        for err in plan.errors:
+            # No home this round: an older plan no longer holds.
+            plans.forget_pod(err.pod.key)
+            keys.append(err.pod.key)
+            if self.events is not None:
                 self.events.pod_failed_scheduling(err.pod, err.reason)
+        if self.planned is not None and keys:
+            self.planned(keys)
 
 
 def largest_capacity(nc: NewNodeClaim) -> dict[str, int]:

@@ -34,6 +34,7 @@ from karpenter_py.controllers.nodeclass.status import KubernetesVersion, NodeCla
 from karpenter_py.controllers.nodeoverlay import NodeOverlayStatus
 from karpenter_py.controllers.nodepool.counter import NodePoolCounter
 from karpenter_py.controllers.nodepool.readiness import NodePoolReadiness
+from karpenter_py.controllers.provisioning.nominations import PodNominations
 from karpenter_py.controllers.provisioning.provisioner import Provisioner
 from karpenter_py.controllers.runtime import Background, Controller, Deps
 from karpenter_py.controllers.static.controller import StaticCapacity
@@ -174,6 +175,9 @@ class App:
             # Upstream: nominations last max(2 x BATCH_MAX_DURATION, 10 s).
             nomination_seconds=max(2 * settings.batch_max_duration, 10.0),
         )
+        # Planned pods' nominatedNodeName (NOMINATE_PODS, where the API server has the feature).
+        self.nominations = PodNominations(self.deps, enabled=settings.nominate_pods)
+        self.rounds.planned = self.nominations.planned
         self.provisioner = Provisioner(
             self.rounds,
             self.batcher,
@@ -204,7 +208,8 @@ class App:
         return [
             Background("events", self.recorder.run),
             self.provisioner,
-            NodeClaimLifecycle(deps, self.launcher),
+            self.nominations,
+            NodeClaimLifecycle(deps, self.launcher, before_register=self.nominations.settle),
             self.gc,
             NodeClaimTermination(deps, launcher=self.launcher),
             evictions,

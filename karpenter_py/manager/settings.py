@@ -212,6 +212,9 @@ class Settings(BaseModel):
     preference_policy: PreferencePolicy = "Respect"
     min_values_policy: MinValuesPolicy = "Strict"
     ignore_dra_requests: bool = True
+    # Beyond upstream: write each planned pod's status.nominatedNodeName (KEP-5278) so the
+    # kube-scheduler binds it where the plan put it; only where the API server has the feature.
+    nominate_pods: bool = True
     cpu_requests: int = Field(default=1000, gt=0)
     memory_limit: int = -1
     disable_cluster_state_observability: bool = False
@@ -354,6 +357,9 @@ OPTIONS: Final[tuple[_Option, ...]] = (
             "one of Strict|BestEffort", "minValues: fail or relax when unsatisfiable"),
     _Option("IGNORE_DRA_REQUESTS", "ignore_dra_requests", parse_bool, "true or false",
             "ignore dynamic resource allocation requests", is_bool=True),
+    _Option("NOMINATE_PODS", "nominate_pods", parse_bool, "true or false",
+            "set planned pods' nominatedNodeName for the kube-scheduler (1.35+; not upstream)",
+            is_bool=True),
     _Option("CPU_REQUESTS", "cpu_requests", parse_int, "an integer (millicores)",
             "the controller's CPU request in millicores (sizes solver parallelism)",
             check=_positive),

@@ -21,6 +21,7 @@ from karpenter_py.model.storage import (
     StorageObjects,
 )
 from karpenter_py.state.pdb import PodDisruptionBudget
+from karpenter_py.state.podplans import PodPlans
 from karpenter_py.state.snapshot import Snapshot, is_provisionable, is_reschedulable
 from karpenter_py.state.statenode import StateNode
 
@@ -64,6 +65,9 @@ class Cluster:
         # preempted for it there): that node keeps its nomination while the pod waits.
         self._nominating: dict[str, str] = {}
         self._reserved: dict[str, dict[str, int]] = {}  # NodeClaim name -> largest option capacity
+        # Pending pod key -> the NodeClaim or node the last round planned it onto; what the
+        # pod's nominatedNodeName is written from once that node exists.
+        self.pod_plans = PodPlans()
         # providerID -> Node name / NodeClaim name, kept by the mutators so lookups never scan.
         self._node_by_pid: dict[str, str] = {}
         self._claim_by_pid: dict[str, str] = {}
@@ -106,6 +110,7 @@ class Cluster:
         old = self.nodes.pop(name, None)
         if old is not None:
             _unindex(self._node_by_pid, old.provider_id, name)
+        self.pod_plans.forget_target(name)
         self._view = None
         self.generation += 1
 
@@ -125,6 +130,7 @@ class Cluster:
         old = self.nodeclaims.pop(name, None)
         if old is not None:
             _unindex(self._claim_by_pid, old.status.provider_id, name)
+        self.pod_plans.forget_target(name)
         self._reserved.pop(name, None)
         self._deleting.discard(name)
         self._nominated.pop(name, None)
@@ -147,6 +153,8 @@ class Cluster:
             self._pending[pod.key] = pod
         else:
             self._pending.pop(pod.key, None)
+        if pod.node_name or pod.is_terminal() or pod.is_terminating():
+            self.pod_plans.forget_pod(pod.key)  # bound or ending: the plan has done its part
         waits_for = _nominated_node(pod)
         if self._nominating.get(pod.key, "") != waits_for:
             if waits_for:
@@ -163,6 +171,7 @@ class Cluster:
             self._pods_on.pop(old.node_name, None)
             self._pods_changed.add(old.node_name)
         self._pending.pop(key, None)
+        self.pod_plans.forget_pod(key)
         if self._nominating.pop(key, None) is not None:
             self._view = None
         self.generation += 1
@@ -273,6 +282,32 @@ class Cluster:
         """When the nomination of ``name`` runs out, or None when it is not nominated at ``now``."""
         until = self._nominated.get(name)
         return until if until is not None and until > now else None
+
+    def planned_node(self, pod_key: str) -> str:
+        """The name of the Node the pod was planned onto, once that Node exists ("" before, or
+        when the pod has no plan). A plan onto a NodeClaim resolves through the Node that joined
+        it (by provider ID, else the claim's ``status.nodeName``)."""
+        target = self.pod_plans.target(pod_key)
+        if target is None:
+            return ""
+        if target in self.nodes:
+            return target
+        claim = self.nodeclaims.get(target)
+        if claim is None:
+            return ""
+        node = self.node_for_provider_id(claim.status.provider_id)
+        if node is not None:
+            return node.name
+        return claim.status.node_name if claim.status.node_name in self.nodes else ""
+
+    def pods_planned_on(self, node_name: str) -> tuple[str, ...]:
+        """Pods planned onto the Node ``node_name``: by its own name or its NodeClaim's."""
+        keys = set(self.pod_plans.pods_for(node_name))
+        node = self.nodes.get(node_name)
+        claim = self.nodeclaim_for_provider_id(node.provider_id) if node is not None else None
+        if claim is not None and claim.metadata.name and claim.metadata.name != node_name:
+            keys.update(self.pod_plans.pods_for(claim.metadata.name))
+        return tuple(sorted(keys))
 
     # ------------------------------------------------------------------ queries
     def pods_on(self, node_name: str) -> tuple[Pod, ...]:

@@ -31,7 +31,7 @@ from karpenter_py.controllers.nodeclaim.liveness import (
     REGISTRATION_TIMEOUT,
     Liveness,
 )
-from karpenter_py.controllers.nodeclaim.registration import Registration
+from karpenter_py.controllers.nodeclaim.registration import BeforeRegister, Registration
 from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
@@ -114,13 +114,14 @@ class NodeClaimLifecycle(QueueController):
         *,
         launch_timeout: float = LAUNCH_TIMEOUT,
         registration_timeout: float = REGISTRATION_TIMEOUT,
+        before_register: BeforeRegister | None = None,
         workers: int | None = None,
     ) -> None:
         super().__init__(deps, workers=workers)
         self.launcher = launcher
         self._phases: tuple[Phase, ...] = (
             Launch(self.deps, launcher),
-            Registration(self.deps),
+            Registration(self.deps, before_register=before_register),
             Initialization(self.deps),
             Liveness(
                 self.deps,

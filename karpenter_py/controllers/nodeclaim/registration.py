@@ -11,7 +11,7 @@ the finalizer and taint lists wholesale.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from karpenter_py.controllers.common import nodes_for
@@ -132,9 +132,16 @@ def sync_node_patch(node: KubeObject, nc: NodeClaim) -> KubeObject | None:
     return patch
 
 
+# Called with the Node's name before its first registration patch lifts the unregistered taint
+# (the manager passes ``PodNominations.settle``: planned pods are nominated before the scheduler
+# sees room on the node).
+BeforeRegister = Callable[[str], Awaitable[None]]
+
+
 class Registration:
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, *, before_register: BeforeRegister | None = None) -> None:
         self.deps = deps
+        self.before_register = before_register
 
     async def reconcile(self, nc: NodeClaim) -> PhaseResult:
         if not nc.status.is_true(CONDITION_LAUNCHED) or nc.status.is_true(CONDITION_REGISTERED):
@@ -181,6 +188,8 @@ class Registration:
             )
             return PhaseResult(requeue_after=10.0)
         patch = sync_node_patch(raw, nc)
+        if patch is not None and LABEL_NODE_REGISTERED not in labels and self.before_register:
+            await self.before_register(nodes[0].name)
         if patch is not None:
             await self.deps.client.patch(NODES, nodes[0].name, patch, patch_type=PatchType.MERGE)
             if LABEL_NODE_REGISTERED not in labels:

@@ -95,6 +95,10 @@ def test_rbac_grants_what_the_controllers_need():
     assert {("", "nodes", v) for v in crud} <= g
     assert {("", "pods", v) for v in ("get", "list", "watch")} <= g
     assert ("", "pods/eviction", "create") in g
+    # Nominations patch pods' status and nothing more of it.
+    assert {(grp, res, v) for grp, res, v in g if res == "pods/status"} == {
+        ("", "pods/status", "patch")
+    }
     assert {("", "events", "create"), ("", "events", "patch")} <= g
     for group, resource in [
         ("apps", "daemonsets"),

@@ -125,6 +125,7 @@ def test_the_app_keeps_one_list_of_controllers_and_one_reflector_per_kind() -> N
     assert [c.name for c in app.controllers] == [
         "events",
         "provisioner",
+        "pod.nomination",
         "nodeclaim.lifecycle",
         "nodeclaim.garbagecollection",
         "nodeclaim.termination",

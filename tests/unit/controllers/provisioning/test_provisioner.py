@@ -279,3 +279,29 @@ async def test_a_failed_round_is_logged_by_kind_and_retried(
         "provisioning round failed; retrying with the next batch",
         traceback,
     )
+
+
+async def test_a_round_records_where_it_planned_each_pod_and_says_so() -> None:
+    cluster, writer = synced_cluster(nodepool(), 3, cpu="3"), FakeWriter()
+    told: list[str] = []
+    p = provisioner(cluster, writer)
+    p.round.planned = told.extend
+    cluster.pod_plans.plan("default/p0", "an-older-plan")
+
+    result = await p.provision()
+
+    names = {nc["metadata"]["name"] for nc in writer.created}
+    targets = {k: cluster.pod_plans.target(k) for k in ("default/p0", "default/p1", "default/p2")}
+    assert set(targets.values()) == names == set(result.created)
+    assert sum(len(cluster.pod_plans.pods_for(n)) for n in names) == 3
+    assert sorted(told) == ["default/p0", "default/p1", "default/p2"]
+
+
+async def test_a_pod_without_a_home_loses_its_older_plan() -> None:
+    cluster, writer = synced_cluster(nodepool(), 1, cpu="5000"), FakeWriter()  # fits no type
+    cluster.pod_plans.plan("default/p0", "an-older-plan")
+
+    result = await provisioner(cluster, writer).provision()
+
+    assert result.errors == 1
+    assert cluster.pod_plans.target("default/p0") is None

@@ -1,0 +1,204 @@
+"""``pod.nomination``: planned pods' status.nominatedNodeName, written, moved, cleared, or left."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpenter_py.controllers.provisioning.nominations import (
+    MAX_REWRITES,
+    PodNominations,
+    server_version,
+    supports_nominations,
+)
+from karpenter_py.kube.errors import InvalidError
+from karpenter_py.kube.resources import PODS
+from karpenter_py.state.cluster import Cluster
+from tests.factories import node, nodeclaim, pod, pod_dict
+from tests.unit.fakes import FakeKube, deps
+
+
+@pytest.mark.parametrize(
+    ("info", "version", "supported"),
+    [
+        ({"major": "1", "minor": "35"}, (1, 35), True),
+        ({"major": "1", "minor": "37", "gitVersion": "v1.37.2"}, (1, 37), True),
+        ({"major": "1", "minor": "34"}, (1, 34), False),  # alpha there, off by default
+        ({"major": "1", "minor": "31+"}, (1, 31), False),  # a distribution's "31+"
+        ({"major": "1", "minor": "36+"}, (1, 36), True),
+        # An API server emulating an older release has that release's feature gates.
+        ({"major": "1", "minor": "37", "emulationMajor": "1", "emulationMinor": "34"}, (1, 34), False),
+        ({"major": "1", "minor": "37", "emulationMajor": "1", "emulationMinor": "35"}, (1, 35), True),
+        ({"major": "2", "minor": "0"}, (2, 0), True),
+        ({"major": "", "minor": ""}, None, False),
+        ({}, None, False),
+    ],
+)  # fmt: skip
+def test_the_feature_is_detected_from_the_api_servers_version(
+    info: dict[str, Any], version: tuple[int, int] | None, supported: bool
+) -> None:
+    assert server_version(info) == version
+    assert supports_nominations(info) is supported
+
+
+def world(*pods: dict[str, Any]) -> tuple[PodNominations, FakeKube, Cluster]:
+    """nc1 launched and joined to Node ip-1; nc2 launched and joined to ip-2; nc3 in flight."""
+    kube = FakeKube()
+    kube.version_info = {"major": "1", "minor": "37"}
+    c = Cluster()
+    for i in (1, 2, 3):
+        c.upsert_nodeclaim(nodeclaim(f"nc{i}", provider_id=f"fake://i-{i}"))
+    c.upsert_node(node("ip-1", provider_id="fake://i-1"))
+    c.upsert_node(node("ip-2", provider_id="fake://i-2"))
+    for body in pods:
+        kube.put(PODS, body)
+        c.upsert_pod(pod(body["metadata"]["name"], **_kw(body)))
+    return PodNominations(deps(client=kube, cluster=c)), kube, c
+
+
+def _kw(body: dict[str, Any]) -> dict[str, Any]:
+    status = body.get("status", {})
+    return {
+        "pending": True,
+        "node_name": body["spec"].get("nodeName", ""),
+        "nominated": status.get("nominatedNodeName"),
+        "deleting": body["metadata"].get("deletionTimestamp"),
+    }
+
+
+def deliver(kube: FakeKube, c: Cluster, name: str) -> None:
+    """The pod watch brings the stored pod back into the state."""
+    stored = kube.stored(PODS, name, "default")
+    c.upsert_pod(pod(name, **_kw(stored)))
+
+
+def writes(kube: FakeKube) -> list[tuple[str, str | None, str | None]]:
+    """(pod, subresource, nominatedNodeName written) of each pod patch."""
+    return [
+        (call.name, call.subresource, call.body["status"]["nominatedNodeName"])
+        for call in kube.calls_of("patch", PODS)
+    ]
+
+
+async def test_a_pod_is_nominated_to_its_planned_node_once_the_node_exists() -> None:
+    n, kube, c = world(pod_dict("a", pending=True), pod_dict("b", pending=True))
+    assert await n.detect() is True
+    c.pod_plans.plan("default/a", "nc1")
+    c.pod_plans.plan("default/b", "nc3")  # in flight: no Node to name yet
+
+    await n.reconcile("default/a")
+    await n.reconcile("default/b")
+
+    assert writes(kube) == [("a", "status", "ip-1")]
+    call = kube.calls_of("patch", PODS)[0]
+    # The UID guards against a pod recreated under the same name.
+    assert call.body["metadata"] == {"uid": "uid-default-a"}
+    assert kube.stored(PODS, "a", "default")["status"]["nominatedNodeName"] == "ip-1"
+    assert n.writes == {"set": 1, "moved": 0, "cleared": 0}
+
+
+async def test_a_nomination_moves_with_the_plan_and_is_cleared_when_the_plan_goes() -> None:
+    n, kube, c = world(pod_dict("a", pending=True))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    await n.reconcile("default/a")
+    deliver(kube, c, "a")
+
+    c.pod_plans.plan("default/a", "nc2")  # a later round planned it elsewhere
+    await n.reconcile("default/a")
+    deliver(kube, c, "a")
+    c.delete_nodeclaim("nc2")  # its NodeClaim went (a failed launch, say)
+    await n.reconcile("default/a")
+    deliver(kube, c, "a")
+    await n.reconcile("default/a")  # nothing left to do
+
+    assert writes(kube) == [("a", "status", "ip-1"), ("a", "status", "ip-2"), ("a", "status", None)]
+    assert "nominatedNodeName" not in kube.stored(PODS, "a", "default")["status"]
+    assert n.writes == {"set": 1, "moved": 1, "cleared": 1}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pod_dict("a", node_name="ip-2"),  # bound: the scheduler's now
+        pod_dict("a", pending=True, nominated="ip-2"),  # a nomination someone else wrote
+        pod_dict("a", pending=True, deleting="2026-01-01T00:00:00Z"),
+    ],
+)
+async def test_the_scheduler_is_never_fought(body: dict[str, Any]) -> None:
+    n, kube, c = world(body)
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+
+    await n.reconcile("default/a")
+
+    assert writes(kube) == []
+
+
+async def test_a_nomination_the_scheduler_cleared_is_written_again_a_few_times_only() -> None:
+    n, kube, c = world(pod_dict("a", pending=True))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    for _ in range(MAX_REWRITES + 3):
+        await n.reconcile("default/a")
+        # The scheduler tried the pod before the node was ready for it and cleared the field.
+        kube.stored(PODS, "a", "default")["status"].pop("nominatedNodeName", None)
+        deliver(kube, c, "a")
+
+    assert writes(kube) == [("a", "status", "ip-1")] * (1 + MAX_REWRITES)
+
+
+async def test_a_pod_recreated_under_the_same_name_is_dropped_not_retried() -> None:
+    n, kube, c = world(pod_dict("a", pending=True))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    kube.fail("patch", "a", InvalidError(status=422, verb="patch", name="a"))
+
+    assert await n.reconcile("default/a") is None
+    assert n.writes == {"set": 0, "moved": 0, "cleared": 0}
+
+
+@pytest.mark.parametrize(
+    ("enabled", "minor"),
+    [(False, "37"), (True, "34")],
+    ids=["setting-off", "server-without-the-feature"],
+)
+async def test_nothing_is_written_without_the_setting_or_the_feature(
+    enabled: bool, minor: str
+) -> None:
+    n, kube, c = world(pod_dict("a", pending=True))
+    kube.version_info = {"major": "1", "minor": minor}
+    n.enabled = enabled
+    c.pod_plans.plan("default/a", "nc1")
+
+    assert await n.detect() is False
+    n.planned(["default/a"])
+    await n.settle("ip-1")
+    await n.reconcile("default/a")
+
+    assert writes(kube) == []
+    assert len(n.queue) == 0
+
+
+async def test_settle_nominates_every_pod_planned_on_a_node_before_it_registers() -> None:
+    n, kube, c = world(*(pod_dict(p, pending=True) for p in ("a", "b", "c")))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    c.pod_plans.plan("default/b", "ip-1")
+    c.pod_plans.plan("default/c", "nc2")
+
+    await n.settle("ip-1")
+
+    assert sorted(writes(kube)) == [("a", "status", "ip-1"), ("b", "status", "ip-1")]
+
+
+async def test_settle_never_raises_and_leaves_the_retry_to_the_queue() -> None:
+    n, kube, c = world(pod_dict("a", pending=True))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    kube.fail("patch", "a", RuntimeError("boom"))
+
+    await n.settle("ip-1")
+
+    assert len(n.queue) == 1
