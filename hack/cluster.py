@@ -510,6 +510,32 @@ class LocalCluster:
         self.stop()
 
     # ---- diagnostics
+    @contextlib.contextmanager
+    def extra_apiserver(self, *args: str, timeout: float = 90.0) -> Iterator[str]:
+        """A second kube-apiserver on the same etcd, PKI and tokens (as an HA control plane runs
+        them), with ``args`` added, e.g. ``--emulated-version=1.34`` for a server that behaves as
+        an older release; yields its URL and stops it on exit."""
+        base = self.components["kube-apiserver"]
+        port = free_ports(1)[0]
+        argv = [f"--secure-port={port}" if a.startswith("--secure-port=") else a for a in base.argv]
+        c = Component(f"kube-apiserver-{port}", [*argv, *args])
+        self.components[c.name] = c
+        try:
+            self._spawn(c)
+            url = f"https://127.0.0.1:{port}"
+            api = _Api(url, self.token, self.ssl_context())
+            self._wait(
+                f"{c.name} /readyz",
+                time.monotonic() + timeout,
+                lambda: api.get_status("/readyz") == 200,
+                [c.name],
+            )
+            yield url
+        finally:
+            _terminate([c])
+            del self.components[c.name]
+            self._write_pids()
+
     def log_tails(self, lines: int = 40) -> dict[str, str]:
         return {p.stem: tail(p, lines) for p in sorted(self.logs_dir.glob("*.log"))}
 

@@ -64,6 +64,12 @@ class Cluster:
         # Pending pod key -> the node its status.nominatedNodeName names (the kube-scheduler
         # preempted for it there): that node keeps its nomination while the pod waits.
         self._nominating: dict[str, str] = {}
+        # The same, by node: such pods count on the node they wait for in every snapshot (as
+        # the kube-scheduler counts them there for pods of the same or lower priority), so a
+        # round never plans other pods into room that is promised. (node -> pod keys; node ->
+        # (its bound pods' tuple, that tuple with the waiting pods) while neither changed)
+        self._nominated_on: dict[str, set[str]] = {}
+        self._held_on: dict[str, tuple[tuple[Pod, ...], tuple[Pod, ...]]] = {}
         self._reserved: dict[str, dict[str, int]] = {}  # NodeClaim name -> largest option capacity
         # Pending pod key -> the NodeClaim or node the last round planned it onto; what the
         # pod's nominatedNodeName is written from once that node exists.
@@ -156,12 +162,19 @@ class Cluster:
         if pod.node_name or pod.is_terminal() or pod.is_terminating():
             self.pod_plans.forget_pod(pod.key)  # bound or ending: the plan has done its part
         waits_for = _nominated_node(pod)
-        if self._nominating.get(pod.key, "") != waits_for:
+        waited = self._nominating.get(pod.key, "")
+        if waited != waits_for:
             if waits_for:
                 self._nominating[pod.key] = waits_for
             else:
                 del self._nominating[pod.key]
             self._view = None
+            self._unwait(pod.key, waited)
+            if waits_for:
+                self._nominated_on.setdefault(waits_for, set()).add(pod.key)
+        if waits_for:
+            self._held_on.pop(waits_for, None)  # the pod object changed (or began to wait)
+            self._pods_changed.add(waits_for)
         self.generation += 1
 
     def delete_pod(self, key: str) -> None:
@@ -172,9 +185,22 @@ class Cluster:
             self._pods_changed.add(old.node_name)
         self._pending.pop(key, None)
         self.pod_plans.forget_pod(key)
-        if self._nominating.pop(key, None) is not None:
+        waited = self._nominating.pop(key, None)
+        if waited is not None:
             self._view = None
+            self._unwait(key, waited)
         self.generation += 1
+
+    def _unwait(self, key: str, node_name: str) -> None:
+        """The pod no longer waits for ``node_name`` (a nomination ended or moved)."""
+        waiting = self._nominated_on.get(node_name)
+        if waiting is None:
+            return
+        waiting.discard(key)
+        if not waiting:
+            del self._nominated_on[node_name]
+        self._held_on.pop(node_name, None)
+        self._pods_changed.add(node_name)
 
     def upsert_nodepool(self, np: NodePool) -> None:
         self.nodepools[np.metadata.name or ""] = np
@@ -318,6 +344,20 @@ class Cluster:
             held = self._pods_on[node_name] = tuple(self.pods[k] for k in keys if k in self.pods)
         return held
 
+    def pods_held(self, node_name: str) -> tuple[Pod, ...]:
+        """The node's pods and, after them, the pending pods nominated to it (what the node's
+        room is counted against in a snapshot); the same tuple while none of them changes."""
+        base = self.pods_on(node_name)
+        waiting = self._nominated_on.get(node_name)
+        if not waiting:
+            return base
+        held = self._held_on.get(node_name)
+        if held is not None and held[0] is base:
+            return held[1]
+        extra = tuple(self.pods[k] for k in sorted(waiting) if k in self.pods)
+        self._held_on[node_name] = (base, (*base, *extra))
+        return self._held_on[node_name][1]
+
     def state_nodes(self, now: datetime) -> tuple[StateNode, ...]:
         """Nodes joined with their NodeClaims by provider ID; unmatched NodeClaims are in flight.
         The same tuple while no node-side fact changed and no nomination it reflects expired."""
@@ -393,13 +433,13 @@ class Cluster:
         view = self._node_view(now)
         nodes = view.nodes
         # A NodeClaim in flight holds the pods already bound to its node's name (the Node may
-        # reach the informer after its pods do).
+        # reach the informer after its pods do), and every node the pods nominated to it.
         if view.pods_by_node is None:
-            view.pods_by_node = {n.name: self.pods_on(n.name) for n in nodes}
+            view.pods_by_node = {n.name: self.pods_held(n.name) for n in nodes}
         else:
             for name in self._pods_changed:
                 if name in view.pods_by_node:
-                    view.pods_by_node[name] = self.pods_on(name)
+                    view.pods_by_node[name] = self.pods_held(name)
         self._pods_changed.clear()
         pods_by_node = dict(view.pods_by_node)
         pending = tuple(self._pending.values())

@@ -50,6 +50,8 @@ def is_reschedulable(pod: Pod) -> bool:
 class Snapshot:
     now: datetime
     nodes: tuple[StateNode, ...]
+    # Node name -> its bound pods, then the pending pods nominated to it (status
+    # .nominatedNodeName: they count on the node they wait for, as the kube-scheduler counts them).
     pods_by_node: Mapping[str, tuple[Pod, ...]]
     pending: tuple[Pod, ...]
     reschedulable: tuple[Pod, ...]

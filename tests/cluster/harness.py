@@ -524,6 +524,43 @@ def lifecycle_stack(
 
 
 # ----------------------------------------------------------------------------- running the App
+def deployment(
+    name: str,
+    ns: str,
+    pool: str,
+    *,
+    replicas: int = 1,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    annotations: Mapping[str, str] | None = None,
+) -> KubeObject:
+    """A Deployment of ``pause`` pods that select ``pool``'s nodes (a ReplicaSet owns them, so
+    a node that vanishes never takes a pod with it for good)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": dict(annotations or {})},
+                "spec": {
+                    "nodeSelector": {"karpenter.sh/nodepool": pool},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "pause",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

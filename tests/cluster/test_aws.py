@@ -50,6 +50,7 @@ from tests.aws.nodeclasses import ec2nodeclass_doc
 from tests.cluster.awskubelet import FakeKubelet, running_kubelet
 from tests.cluster.harness import (
     claims_of,
+    deployment,
     eventually,
     is_true,
     namespace,
@@ -58,7 +59,7 @@ from tests.cluster.harness import (
     running_pods,
     unique,
 )
-from tests.cluster.test_controller import deployment, settings
+from tests.cluster.test_controller import settings
 from tests.clusterfixture import ClusterHandle
 from tests.motofixture import CLUSTER, REGION, MotoServer, seed_network
 

@@ -24,6 +24,7 @@ from tests.aws.motoreservations import (
 from tests.cluster.awskubelet import running_kubelet
 from tests.cluster.harness import (
     claims_of,
+    deployment,
     eventually,
     is_true,
     prepared_client,
@@ -31,7 +32,6 @@ from tests.cluster.harness import (
     running_pods,
 )
 from tests.cluster.test_aws import aws_pool, wait_ready, world
-from tests.cluster.test_controller import deployment
 from tests.clusterfixture import ClusterHandle
 from tests.motofixture import MotoServer
 

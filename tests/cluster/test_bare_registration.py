@@ -39,6 +39,7 @@ from karpenter_py.model.labels import LABEL_NODE_REGISTERED
 from tests.cluster.harness import (
     FIELD_MANAGER,
     claims_of,
+    deployment,
     eventually,
     install_crds,
     is_true,
@@ -48,7 +49,7 @@ from tests.cluster.harness import (
     running_pods,
     unique,
 )
-from tests.cluster.test_controller import clean_pool, deployment, pool_body, settings
+from tests.cluster.test_controller import clean_pool, pool_body, settings
 from tests.clusterfixture import ClusterHandle
 
 pytestmark = pytest.mark.cluster

@@ -31,6 +31,7 @@ from karpenter_py.manager.settings import load_settings
 from karpenter_py.model.catalog import kwok_catalog, kwok_catalog_json
 from tests.cluster.harness import (
     claims_of,
+    deployment,
     eventually,
     force_delete_pool,
     free_port,
@@ -78,34 +79,6 @@ def pool_body(name: str, **kw: Any) -> dict[str, Any]:
     if weight is not None:
         body["spec"]["weight"] = weight
     return body
-
-
-def deployment(
-    name: str, ns: str, pool: str, replicas: int, cpu: str = "1", memory: str = "1Gi"
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "nodeSelector": {"karpenter.sh/nodepool": pool},
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "pause",
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
 
 
 async def clean_pool(client: KubeClient, app_factory: Any, pool: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from karpenter_py.kube import (
 )
 from karpenter_py.manager.app import App
 from karpenter_py.manager.settings import Settings, load_settings
+from tests.cluster import harness
 from tests.cluster.harness import (
     claims_of,
     condition,
@@ -47,6 +49,9 @@ from tests.cluster.harness import (
 from tests.clusterfixture import ClusterHandle
 
 pytestmark = pytest.mark.cluster
+
+# Small pods: 256 Mi each, so CPU alone decides what fits where.
+deployment = functools.partial(harness.deployment, memory="256Mi")
 
 DISRUPTED = "karpenter.sh/disrupted"
 
@@ -104,40 +109,6 @@ def pool_body(
         disruption["budgets"] = budgets
     body["spec"]["disruption"] = disruption
     return body
-
-
-def deployment(
-    name: str,
-    ns: str,
-    pool: str,
-    *,
-    replicas: int = 1,
-    cpu: str = "1",
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}, "annotations": dict(annotations or {})},
-                "spec": {
-                    "nodeSelector": {"karpenter.sh/nodepool": pool},
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "pause",
-                            "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
 
 
 async def nodes_of(client: KubeClient, pool: str) -> list[dict[str, Any]]:

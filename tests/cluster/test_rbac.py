@@ -31,6 +31,7 @@ from karpenter_py.manager.app import App
 from tests.cluster.awskubelet import running_kubelet
 from tests.cluster.harness import (
     claims_of,
+    deployment,
     eventually,
     namespace,
     prepared_client,
@@ -40,7 +41,7 @@ from tests.cluster.harness import (
 )
 from tests.cluster.test_aws import aws_settings, wait_ready
 from tests.cluster.test_aws import world as aws_world
-from tests.cluster.test_controller import clean_pool, deployment, pool_body, settings
+from tests.cluster.test_controller import clean_pool, pool_body, settings
 from tests.clusterfixture import ClusterHandle
 from tests.motofixture import MotoServer
 

@@ -27,8 +27,15 @@ from karpenter_py.cli.main import main as cli_main
 from karpenter_py.kube import DEPLOYMENTS, NODEPOOLS, KubeClient, NotFoundError, PatchType
 from karpenter_py.manager.app import App
 from karpenter_py.model.catalog import kwok_catalog_json
-from tests.cluster.harness import eventually, namespace, prepared_client, running, unique
-from tests.cluster.test_controller import clean_pool, deployment, pool_body, settings
+from tests.cluster.harness import (
+    deployment,
+    eventually,
+    namespace,
+    prepared_client,
+    running,
+    unique,
+)
+from tests.cluster.test_controller import clean_pool, pool_body, settings
 from tests.clusterfixture import ClusterHandle
 
 pytestmark = pytest.mark.cluster

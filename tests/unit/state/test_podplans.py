@@ -1,14 +1,19 @@
-"""Where the last round planned each pending pod (``Cluster.pod_plans``), and when a plan ends."""
+"""Where the last round planned each pending pod (``Cluster.pod_plans``), when a plan ends, and
+how a written nomination counts in the snapshot."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
 from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.podplans import PodPlans
+from karpenter_py.state.snapshot import Snapshot
 from tests.factories import node, nodeclaim, pod
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_a_plan_moves_and_each_target_lists_its_pods() -> None:
@@ -95,3 +100,28 @@ def test_a_plan_ends_with_its_pod_pending_life_or_its_target(
     change(c)
 
     assert tuple(k for k in ("a", "b", "c", "d") if c.pod_plans.target(f"default/{k}")) == left
+
+
+def test_pending_pods_count_on_the_node_they_are_nominated_to() -> None:
+    c = Cluster()
+    c.upsert_node(node("n1", provider_id="fake://n1"))
+    c.upsert_node(node("n2", provider_id="fake://n2"))
+    c.upsert_pod(pod("bound", node_name="n1"))
+    c.upsert_pod(pod("waits", pending=True, nominated="n1"))
+    first = c.snapshot(NOW)
+
+    c.upsert_pod(pod("waits", pending=True, nominated="n2"))  # the nomination moved
+    moved = c.snapshot(NOW)
+    c.upsert_pod(pod("waits", node_name="n1"))  # bound after all, elsewhere than nominated
+    bound = c.snapshot(NOW)
+
+    def names(snapshot: Snapshot) -> dict[str, list[str]]:
+        return {n: [p.name for p in pods] for n, pods in sorted(snapshot.pods_by_node.items())}
+
+    assert names(first) == {"n1": ["bound", "waits"], "n2": []}
+    assert names(moved) == {"n1": ["bound"], "n2": ["waits"]}
+    assert names(bound) == {"n1": ["bound", "waits"], "n2": []}
+    # Draining a node never sees a pod that merely waits for it.
+    c.upsert_pod(pod("late", pending=True, nominated="n2"))
+    assert [p.name for p in c.pods_on("n2")] == []
+    assert first.pending == moved.pending == ()  # nominated pods are not provisionable
