@@ -4,8 +4,9 @@
 NodePool like upstream's perf pool (linux, on-demand, under 32 vCPU, kwok catalog), and the real
 ``karpenter-py controller`` in a subprocess. Measured from the moment the Deployments exist:
 
-* ``seconds_to_first_nodeclaims``: until the first NodeClaims exist (the controller's own share:
-  batch window + solve + writes);
+* ``seconds_to_first_nodeclaim``: until the first NodeClaim exists (the controller's own share:
+  batch window + solve + writes). ``seconds_to_first_nodeclaims`` carries the same value under the
+  name earlier results used, for readers of older JSON;
 * ``seconds_to_nodeclaims``: until the NodeClaim count reaches its final value (later rounds add
   claims when the kube-scheduler binds pods differently from the plan);
 * ``seconds_to_running``: until every pod is Running (adds ReplicaSet pod creation, kwok nodes,
@@ -16,7 +17,25 @@ NodePool like upstream's perf pool (linux, on-demand, under 32 vCPU, kwok catalo
   NodeClaim (API timestamps, whole seconds): how long the controller trails the scheduler;
 * ``rss_p95_mb`` / ``cpu_avg_cores``: the controller process, sampled from /proc every 0.5 s;
 * ``control_plane``: when the pods were all created (kube-controller-manager) and bound
-  (kube-scheduler), and at what rate, as this process's pod watch saw them.
+  (kube-scheduler), and at what rate, as this process's pod watch saw them;
+* ``rounds``: the controller's provisioning rounds that had pods, in order, from the Deployments'
+  creation until every pod is Running (or ``--timeout``), as its log says them (one JSON line per round, message
+  ``provisioning round``): ``[{"pods", "nodeclaims", "existing", "unschedulable", "seconds"}]``;
+* ``nominate_pods``: whether the controller nominated pods onto the capacity it planned for them
+  (``--no-nominate`` starts it with ``NOMINATE_PODS=false``; refused when the controller has no
+  such setting, since it would ignore the variable and the JSON would say what did not run).
+
+Does the cluster end where the plan says? (kwok provider only; the keys are absent on aws)
+
+* ``plan_hourly`` / ``plan_nodes``: what ``karpenter-py plan`` makes of the same NodePool,
+  Deployments and catalog (its code run in this process, as for the scale-in target below);
+* ``hourly_after_scale_out`` / ``nodes_after_scale_out``: the cluster's hourly cost and Nodes
+  when every pod is Running (priced as for the scale-in below: each Node at its labels' offering,
+  plus each NodeClaim without a Node yet, counted in ``nodeclaims_in_flight_after_scale_out``);
+  null when the pods never all ran;
+* ``cost_ratio_to_plan_after_scale_out`` / ``node_ratio_to_plan_after_scale_out``: those over
+  the plan's (4 places); the cost ratio is null when some Node or NodeClaim had no price, the
+  sum then being short.
 
     python benchmarks/e2e.py --out benchmarks/results/e2e.json [--pods-per-deployment 500]
 
@@ -68,7 +87,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,6 +109,7 @@ from karpenter_py.kube.errors import AlreadyExistsError, KubeError
 from karpenter_py.kube.objects import resource_version_of
 from karpenter_py.kube.resources import DEPLOYMENTS, NODECLAIMS, NODES, PODS, Resource
 from karpenter_py.manager.app import kwok_instance_types
+from karpenter_py.manager.settings import OPTIONS as CONTROLLER_OPTIONS
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import (
     LABEL_CAPACITY_TYPE,
@@ -504,6 +524,90 @@ def control_plane_rates(pods: PodWatch, since: float, total: int) -> dict[str, A
     }
 
 
+ROUND_MESSAGE = "provisioning round"  # karpenter_py/controllers/provisioning/provisioner.py
+ROUND_FIELDS = ("pods", "nodeclaims", "existing", "unschedulable", "seconds")
+
+
+def _to_millisecond(when: datetime) -> datetime:
+    return when.replace(microsecond=when.microsecond // 1000 * 1000)
+
+
+def provisioning_rounds(
+    lines: Iterable[str], since: datetime, until: datetime | None = None
+) -> list[dict[str, int | float]]:
+    """The controller's provisioning rounds that had pods, in log order, logged from ``since``
+    to ``until`` (None: no end): each line's ``pods``, ``nodeclaims``, ``existing``,
+    ``unschedulable`` and ``seconds``. Other messages, lines that are not JSON and rounds without
+    a time or a numeric field are skipped. The log's times are cut to the millisecond, so
+    ``since`` is too."""
+    start = _to_millisecond(since)
+    rounds: list[dict[str, int | float]] = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("message") != ROUND_MESSAGE:
+            continue
+        try:
+            logged = datetime.fromisoformat(entry["time"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if logged < start or (until is not None and logged > until):
+            continue
+        row: dict[str, int | float] = {}
+        for key in ROUND_FIELDS:
+            value = entry.get(key)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                break
+            row[key] = value
+        else:
+            if row["pods"] > 0:
+                rounds.append(row)
+    return rounds
+
+
+def ratio_to_plan(value: float | None, plan: float) -> float | None:
+    """``value`` over the plan's, to 4 places; None without a value or a plan."""
+    return None if value is None or not plan else round(value / plan, 4)
+
+
+def against_plan(
+    after: Mapping[str, Any] | None, plan_hourly: float, plan_nodes: int
+) -> dict[str, Any]:
+    """The cluster when every pod runs (``cluster_cost``'s sum; None when they never all ran)
+    against the plan for the same input."""
+    hourly = None if after is None else float(after["hourly"])
+    nodes = None if after is None else int(after["nodes"])
+    priced = after is not None and after["unpriced"] == 0
+    return {
+        "plan_hourly": round(plan_hourly, 4),
+        "plan_nodes": plan_nodes,
+        "hourly_after_scale_out": None if hourly is None else round(hourly, 4),
+        "nodes_after_scale_out": nodes,
+        "nodeclaims_in_flight_after_scale_out": None if after is None else after["in_flight"],
+        "cost_ratio_to_plan_after_scale_out": ratio_to_plan(
+            hourly if priced else None, plan_hourly
+        ),
+        "node_ratio_to_plan_after_scale_out": ratio_to_plan(nodes, plan_nodes),
+    }
+
+
+NOMINATE_ENV = "NOMINATE_PODS"
+CONTROLLER_ENV = frozenset(option.env for option in CONTROLLER_OPTIONS)  # what it reads
+
+
+def nominate_env(nominate: bool, known: Collection[str] = CONTROLLER_ENV) -> dict[str, str]:
+    """The controller's environment for pod nomination on or off. ``known``: the variables the
+    controller reads; it ignores others, so turning nomination off where ``NOMINATE_PODS`` is
+    unknown would run with it on: ValueError."""
+    if NOMINATE_ENV in known:
+        return {NOMINATE_ENV: "true" if nominate else "false"}
+    if nominate:
+        return {}
+    raise ValueError(f"the controller has no {NOMINATE_ENV} setting: it always nominates")
+
+
 async def measure(
     client: KubeClient,
     sampler: ProcSampler,
@@ -511,12 +615,21 @@ async def measure(
     pods: PodWatch,
     claims: ClaimWatch,
     limit: float,
+    *,
+    log_path: Path,
+    target: PlanTarget | None = None,
 ) -> dict[str, Any]:
+    """The scale-out: create the Deployments, wait for every pod to run (at most ``limit``
+    seconds), then read the controller's log at ``log_path`` for its rounds. With ``target``,
+    the cluster's cost the moment every pod runs, against the plan's."""
     total = pods_of(load)
     start = time.monotonic()
+    start_wall = datetime.now(UTC)
     for obj in deployments(load):
         await client.create(DEPLOYMENTS, obj)
     running_at = None
+    running_wall: datetime | None = None
+    after_cost: dict[str, Any] | None = None
     shown = 0.0
     while time.monotonic() - start < limit:
         sampler.sample()
@@ -532,6 +645,8 @@ async def measure(
             )
         if len(pods.running) >= total:
             running_at = now
+            running_wall = datetime.now(UTC)
+            after_cost = None if target is None else await cluster_cost(client, target.prices)
             break
         await asyncio.sleep(0.5)
     counts = [(t - start, n) for t, n in claims.counts if t >= start]
@@ -540,15 +655,17 @@ async def measure(
     # The first round's NodeClaims: the controller's own share (batch window + solve + writes).
     first_round = next((t for t, n in counts if n > 0), None)
     nodes = (await client.list(NODES, label_selector="karpenter.sh/nodepool")).items
+    log = await asyncio.to_thread(log_path.read_text, errors="replace")
     last_unschedulable = pods.last_unschedulable()
     last_claim = claims.last_created()
     after = seconds_between(last_unschedulable, last_claim)
     last_bound = max(pods.bound_wall.values(), default=None)
-    return {
+    result: dict[str, Any] = {
         "pods": total,
         "deployments": len(load),
         "seconds_to_running": None if running_at is None else round(running_at, 2),
         "seconds_to_nodeclaims": None if to_nodeclaims is None else round(to_nodeclaims, 2),
+        "seconds_to_first_nodeclaim": None if first_round is None else round(first_round, 2),
         "seconds_to_first_nodeclaims": None if first_round is None else round(first_round, 2),
         # API timestamps (whole seconds): the last Unschedulable mark to the last NodeClaim.
         "seconds_nodeclaims_after_last_unschedulable": after,
@@ -571,10 +688,14 @@ async def measure(
         "rss_p95_mb": round(sampler.p95_rss(), 1),
         "cpu_avg_cores": round(sampler.avg_cores(0, float("inf")), 3),
         "control_plane": control_plane_rates(pods, start, total),
+        "rounds": provisioning_rounds(log.splitlines(), start_wall, running_wall),
     }
+    if target is not None:
+        result.update(against_plan(after_cost, target.hourly, target.nodes))
+    return result
 
 
-# ----------------------------------------------------------------------------- --scale-in
+# ------------------------------------------------------------ prices: the plan's, the cluster's
 KWOKNODECLASS = {
     "apiVersion": "karpenter.kwok.sh/v1alpha1",
     "kind": "KWOKNodeClass",
@@ -606,6 +727,22 @@ def plan_price(load: Workload, catalog: Sequence[InstanceType]) -> tuple[float, 
 
 def price_table(catalog: Sequence[InstanceType]) -> dict[PriceKey, float]:
     return {(it.name, o.zone, o.capacity_type): o.price for it in catalog for o in it.offerings}
+
+
+@dataclass(frozen=True)
+class PlanTarget:
+    """What the plan makes of a workload (hourly cost, NodeClaims) and the prices to hold the
+    cluster against it."""
+
+    hourly: float
+    nodes: int
+    prices: Mapping[PriceKey, float]
+
+
+def plan_target(load: Workload) -> PlanTarget:
+    catalog = controller_catalog()
+    hourly, nodes = plan_price(load, catalog)
+    return PlanTarget(hourly, nodes, price_table(catalog))
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -866,10 +1003,12 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
                 await install_crds(client)
                 await client.create(EC2NODECLASSES, world.nodeclass())
                 await client.create(NODEPOOLS, aws_nodepool())
-            env = controller_env(
-                cluster.kubeconfig_path, world.controller_env() if world is not None else {}
-            )
-            proc = await asyncio.to_thread(start_controller, env, state / "controller.log")
+            extra = nominate_env(not args.no_nominate)
+            if world is not None:
+                extra.update(world.controller_env())
+            env = controller_env(cluster.kubeconfig_path, extra)
+            log_path = state / "controller.log"
+            proc = await asyncio.to_thread(start_controller, env, log_path)
             sampler = ProcSampler(proc.pid)
             if world is not None:
                 await wait_nodeclass_ready(client)
@@ -877,13 +1016,19 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
                 await stack.enter_async_context(running_kubelet(world.kubelet(client)))
             await asyncio.sleep(2.0)  # informers list and sync
             load = scale_out_load(args)
+            # Before the Deployments exist: the plan's solve (in this process) does not take
+            # CPU from the controller and control plane during the timed scale-out.
+            target = plan_target(load) if world is None else None
             pods, claims = PodWatch(), ClaimWatch()
             for task in (
                 follow(client, PODS, pods, namespace="default"),
                 follow(client, NODECLAIMS, claims),
             ):
                 stack.push_async_callback(_cancel, asyncio.create_task(task))
-            result = await measure(client, sampler, load, pods, claims, args.timeout)
+            result = await measure(
+                client, sampler, load, pods, claims, args.timeout, log_path=log_path, target=target
+            )
+            result["nominate_pods"] = not args.no_nominate
             if args.scale_in and result["seconds_to_running"] is None:
                 # Keep what was measured (a 10,000-pod scale-out is half an hour here).
                 result = {"scale_out": result, "error": "scale-out did not finish in --timeout"}
@@ -912,7 +1057,7 @@ async def _run(args: argparse.Namespace, world: AwsWorld | None) -> dict[str, An
                 args.consolidate_during_scale_out
             )
             outer["scheduler_config"] = scheduler_config
-            result["controller_log"] = str(state / "controller.log")
+            result["controller_log"] = str(log_path)
             return result
     finally:
         if proc is not None:
@@ -960,6 +1105,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--scale-in-every", type=float, default=3.0, help="cost sampling period")
     parser.add_argument(
+        "--no-nominate",
+        action="store_true",
+        help=f"start the controller with {NOMINATE_ENV}=false (no pod nominations)",
+    )
+    parser.add_argument(
         "--scheduler-score-percent",
         type=int,
         default=10,
@@ -971,6 +1121,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--scale-in runs on the kwok provider only")
     if not 0 < args.scale_in_fraction <= 1:
         parser.error("--scale-in-fraction must be in (0, 1]")
+    try:
+        nominate_env(not args.no_nominate)
+    except ValueError as e:
+        parser.error(f"--no-nominate: {e}")
     result = asyncio.run(run(args))
     print(json.dumps(result, indent=2))
     if args.out:

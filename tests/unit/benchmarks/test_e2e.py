@@ -1,26 +1,43 @@
 """The end-to-end benchmark's pure parts: how ``--pods N`` splits over its Deployments, the
-scale-in counts, and what its pod and NodeClaim watches remember."""
+scale-in counts, what its pod and NodeClaim watches remember, the provisioning rounds it reads
+from the controller's log, the cluster's cost against the plan, and the controller's
+environment for ``--no-nominate``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 
 from benchmarks.e2e import (
     BASIC,
     MIXED,
+    NOMINATE_ENV,
     ClaimWatch,
     PodWatch,
+    PriceKey,
     Shape,
+    against_plan,
     apportion,
+    cluster_cost,
     first_n,
+    nominate_env,
     pods_of,
+    provisioning_rounds,
+    ratio_to_plan,
     scaled,
     seconds_between,
     workload,
 )
+from karpenter_py.cloudprovider.kwok import KWOK_NODE_LABEL
+from karpenter_py.kube.client import KubeClient
+from karpenter_py.kube.resources import NODECLAIMS, NODES, Resource
+from karpenter_py.model.labels import LABEL_INSTANCE_TYPE
+from karpenter_py.obs.logging import JsonFormatter
 from tests import factories
 
 
@@ -165,3 +182,203 @@ def test_first_n_times_and_rate(
     times: list[float], n: int, since: float, expected: tuple[float | None, float | None]
 ) -> None:
     assert first_n(times, n, since) == expected
+
+
+def log_line(at: str, message: str, **fields: object) -> str:
+    """One line of the controller's log as its formatter writes it."""
+    record = logging.makeLogRecord(
+        {
+            "name": "karpenter.provisioner",
+            "levelno": logging.INFO,
+            "levelname": "INFO",
+            "msg": message,
+            "created": datetime.fromisoformat(at).timestamp(),
+            **fields,
+        }
+    )
+    return JsonFormatter().format(record)
+
+
+def round_line(at: str, pods: int, claims: int, existing: int = 0, errors: int = 0) -> str:
+    return log_line(
+        at,
+        "provisioning round",
+        pods=pods,
+        nodeclaims=claims,
+        existing=existing,
+        unschedulable=errors,
+        seconds=1.25,
+    )
+
+
+LOG = [
+    round_line("2026-01-01T00:00:00.500+00:00", 3, 1),  # before the Deployments
+    round_line("2026-01-01T00:00:01.000+00:00", 0, 0),  # a round without pods
+    round_line("2026-01-01T00:00:02.000+00:00", 1000, 141),
+    log_line("2026-01-01T00:00:02.100+00:00", "created nodeclaim", nodeclaim="default-abc"),
+    "Traceback (most recent call last):",
+    "",
+    "[1, 2]",
+    '{"message": "provisioning round", "pods": 5, "nodeclaims": 1}',  # no time, no fields
+    log_line(  # a field that is not a number
+        "2026-01-01T00:00:02.500+00:00",
+        "provisioning round",
+        pods=5,
+        nodeclaims="one",
+        existing=0,
+        unschedulable=0,
+        seconds=0.1,
+    ),
+    round_line("2026-01-01T00:00:04.000+00:00", 20, 3, existing=5, errors=2),
+    round_line("2026-01-01T00:00:09.000+00:00", 7, 1),  # after every pod runs
+]
+ROUND_2 = {"pods": 1000, "nodeclaims": 141, "existing": 0, "unschedulable": 0, "seconds": 1.25}
+ROUND_4 = {"pods": 20, "nodeclaims": 3, "existing": 5, "unschedulable": 2, "seconds": 1.25}
+ROUND_9 = {"pods": 7, "nodeclaims": 1, "existing": 0, "unschedulable": 0, "seconds": 1.25}
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "expected"),
+    [
+        ("2026-01-01T00:00:01Z", "2026-01-01T00:00:05Z", [ROUND_2, ROUND_4]),
+        ("2026-01-01T00:00:01Z", None, [ROUND_2, ROUND_4, ROUND_9]),  # the pods never all ran
+        # The log cuts times to the millisecond: a round in the same one as the start counts.
+        ("2026-01-01T00:00:02.000900Z", "2026-01-01T00:00:04Z", [ROUND_2, ROUND_4]),
+        ("2026-01-01T00:00:02.001Z", "2026-01-01T00:00:03.999Z", []),
+    ],
+)
+def test_provisioning_rounds_from_the_controller_log(
+    since: str, until: str | None, expected: list[dict[str, float]]
+) -> None:
+    assert provisioning_rounds(LOG, at(since), None if until is None else at(until)) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "plan", "ratio"),
+    [
+        (3.0, 2.0, 1.5),
+        (1.0, 3.0, 0.3333),
+        (2, 3, 0.6667),
+        (None, 2.0, None),  # nothing measured
+        (1.0, 0.0, None),  # no plan to hold it against
+    ],
+)
+def test_ratio_to_plan(value: float | None, plan: float, ratio: float | None) -> None:
+    assert ratio_to_plan(value, plan) == ratio
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        (
+            {"hourly": 1.234567, "nodes": 3, "in_flight": 1, "unpriced": 0},
+            {
+                "hourly_after_scale_out": 1.2346,
+                "nodes_after_scale_out": 3,
+                "nodeclaims_in_flight_after_scale_out": 1,
+                "cost_ratio_to_plan_after_scale_out": 1.2346,
+                "node_ratio_to_plan_after_scale_out": 1.5,
+            },
+        ),
+        (  # one Node without a price: the sum is short, so no cost ratio
+            {"hourly": 0.9, "nodes": 2, "in_flight": 0, "unpriced": 1},
+            {
+                "hourly_after_scale_out": 0.9,
+                "nodes_after_scale_out": 2,
+                "nodeclaims_in_flight_after_scale_out": 0,
+                "cost_ratio_to_plan_after_scale_out": None,
+                "node_ratio_to_plan_after_scale_out": 1.0,
+            },
+        ),
+        (  # the pods never all ran
+            None,
+            {
+                "hourly_after_scale_out": None,
+                "nodes_after_scale_out": None,
+                "nodeclaims_in_flight_after_scale_out": None,
+                "cost_ratio_to_plan_after_scale_out": None,
+                "node_ratio_to_plan_after_scale_out": None,
+            },
+        ),
+    ],
+)
+def test_the_cluster_after_scale_out_against_the_plan(
+    after: dict[str, Any] | None, expected: dict[str, Any]
+) -> None:
+    plan = {"plan_hourly": 1.0, "plan_nodes": 2}
+    assert against_plan(after, 1.00001, 2) == {**plan, **expected}
+
+
+@dataclass
+class Listing:
+    items: list[dict[str, Any]]
+
+
+@dataclass
+class FakeLister:
+    """The one call ``cluster_cost`` makes of the client: list Nodes and NodeClaims."""
+
+    objects: dict[Resource, list[dict[str, Any]]] = field(default_factory=dict)
+
+    async def list(self, resource: Resource, **_: object) -> Listing:
+        return Listing(self.objects.get(resource, []))
+
+
+async def test_the_clusters_cost_after_scale_out_against_the_plan() -> None:
+    prices: dict[PriceKey, float] = {
+        ("big", "test-zone-a", "on-demand"): 0.4,
+        ("small", "test-zone-a", "on-demand"): 0.1,
+        ("small", "test-zone-b", "on-demand"): 0.15,
+    }
+    kwok = {KWOK_NODE_LABEL: "fake"}
+    client = FakeLister(
+        {
+            NODES: [
+                factories.node_dict(
+                    "n1", labels={**factories.node_labels("default", "big"), **kwok}
+                ),
+                factories.node_dict(
+                    "n2", labels={**factories.node_labels("default", "gone"), **kwok}
+                ),
+                factories.node_dict("other", labels=factories.node_labels("default", "big")),
+            ],
+            NODECLAIMS: [
+                factories.nodeclaim_dict("n1"),  # its Node is counted
+                factories.nodeclaim_dict(  # not launched: the cheapest type it allows
+                    "c2",
+                    launched=False,
+                    requirements=[
+                        {"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": ["big", "small"]}
+                    ],
+                ),
+            ],
+        }
+    )
+    after = await cluster_cost(cast(KubeClient, client), prices)
+    assert after == {"hourly": 0.5, "nodes": 2, "in_flight": 1, "unpriced": 1}
+    assert against_plan({**after, "unpriced": 0}, 0.4, 2) == {
+        "plan_hourly": 0.4,
+        "plan_nodes": 2,
+        "hourly_after_scale_out": 0.5,
+        "nodes_after_scale_out": 2,
+        "nodeclaims_in_flight_after_scale_out": 1,
+        "cost_ratio_to_plan_after_scale_out": 1.25,
+        "node_ratio_to_plan_after_scale_out": 1.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("nominate", "known", "env"),
+    [
+        (True, {NOMINATE_ENV, "LOG_LEVEL"}, {NOMINATE_ENV: "true"}),
+        (False, {NOMINATE_ENV, "LOG_LEVEL"}, {NOMINATE_ENV: "false"}),  # --no-nominate
+        (True, {"LOG_LEVEL"}, {}),  # a controller without the setting nominates anyway
+    ],
+)
+def test_nominate_env(nominate: bool, known: Collection[str], env: dict[str, str]) -> None:
+    assert nominate_env(nominate, known) == env
+
+
+def test_no_nominate_is_refused_where_the_controller_would_ignore_it() -> None:
+    with pytest.raises(ValueError, match="no NOMINATE_PODS setting"):
+        nominate_env(False, {"LOG_LEVEL"})
