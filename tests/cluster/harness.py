@@ -67,6 +67,7 @@ from karpenter_py.kube import (
     NODES,
     PODS,
     KubeClient,
+    KubeError,
     KubeObject,
     NotFoundError,
     PatchType,
@@ -173,17 +174,26 @@ async def eventually(
     interval: float = 0.1,
     what: str = "condition",
 ) -> Any:
-    """Poll ``cond`` until it returns something truthy (returned); AssertionError on timeout."""
+    """Poll ``cond`` until it returns something truthy (returned); AssertionError on timeout.
+    A transient API error (429 while a CRD's storage initialises, 5xx, no answer) is a "not
+    yet", as a controller would retry it."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     last: object = None
     while True:
-        value = cond()
-        if inspect.isawaitable(value):
-            value = await value
+        try:
+            value = cond()
+            if inspect.isawaitable(value):
+                value = await value
+        except KubeError as err:
+            if not err.transient:
+                raise
+            value = None
+            last = err
+        else:
+            last = value
         if value:
             return value
-        last = value
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {within}s waiting for {what}; last: {last!r}")
         await asyncio.sleep(interval)
