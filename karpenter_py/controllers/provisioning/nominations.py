@@ -9,23 +9,30 @@ Since Kubernetes 1.34 (KEP-5278, ``NominatedNodeNameForExpectation``, beta and o
 1.35) an external component may express an expected placement through a pending pod's
 ``status.nominatedNodeName``. The scheduler then tries that node first, and while the pod waits
 it counts the pod's requests on that node when it places other pods of the same or lower
-priority, so the planned room is kept for it. This controller writes that field:
+priority, so the planned room is kept for it. What kube-scheduler 1.37 does with it
+(``schedule_one.go``, ``framework/preemption``), and so what this controller does:
 
-* once the planned node exists as a Node (a name that does not exist yet buys nothing: the
-  scheduler's first failed attempt at the pod clears it again, read in kube-scheduler 1.37's
-  ``schedule_one.go``/preemption), and before registration lifts the node's
-  ``karpenter.sh/unregistered`` taint (:meth:`PodNominations.settle`, the lifecycle's hook), so
-  the nominations are in place when the scheduler first sees room there;
-* moved when a later round plans the pod elsewhere, cleared when the plan goes (NodeClaim
-  deleted, launch failed, the pod found no home) — only a value this controller wrote;
-* never against the scheduler: a bound pod is left alone, and so is a nomination someone else
-  wrote (a preemption, the scheduler's own at binding). When the scheduler clears one of ours
-  (an attempt while the node was not ready for the pod), it is written again at most
-  :data:`MAX_REWRITES` times.
+* A name that does not exist yet buys nothing: the scheduler's next failed attempt at the pod
+  (any node's arrival triggers one) clears it. So a pod is nominated once its planned Node
+  exists and while that Node still carries ``karpenter.sh/unregistered`` (nothing can bind
+  there yet): registration calls :meth:`PodNominations.settle` before it lifts the taint, which
+  writes every planned pod's nomination (again, where an attempt meanwhile cleared one), so they
+  are all in place when the scheduler first sees room there, and lifting the taint is the event
+  that makes it try them.
+* A nomination onto a node that is open already is never written: the scheduler does not try a
+  waiting pod again because its nomination changed, and a nominated pod is not provisionable,
+  so it could wait for minutes on a node that has no room for it after all.
+* One of ours still unbound :data:`GRACE` seconds after its node opened is taken back, and so is
+  one whose plan went (NodeClaim deleted, launch failed, the pod found no home, a later round
+  planned it elsewhere): the pod is provisionable again. Only a value this controller wrote is
+  ever cleared.
+* Never against the scheduler: a bound pod is left alone, and so is a nomination someone else
+  wrote (a preemption, the scheduler's own while binding).
 
 The in-memory plans are ``Cluster.pod_plans`` (the provisioner's rounds write them); the pod
-watch brings every written value back into the state, where it marks the node nominated for
-disruption as any nomination does, so both agree by construction.
+watch brings every written value back into the state, where the pod counts on its node in every
+snapshot and marks the node nominated for disruption, as any nomination does, so both agree by
+construction.
 
 Only where the API server is 1.35 or newer (its emulated version when it emulates an older
 one) and the ``NOMINATE_PODS`` setting is on; elsewhere nothing is written and rounds behave as
@@ -47,12 +54,14 @@ from karpenter_py.kube.errors import ConflictError, InvalidError, KubeError, Not
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODES, PODS
 from karpenter_py.model.core import Pod
+from karpenter_py.model.labels import TAINT_UNREGISTERED_KEY
+from karpenter_py.state.cluster import Cluster
 from karpenter_py.state.ingest import object_key
 
 log = logging.getLogger("karpenter.pod.nomination")
 
 MIN_VERSION: Final = (1, 35)  # NominatedNodeNameForExpectation beta, on by default
-MAX_REWRITES: Final = 3
+GRACE: Final = 15.0  # seconds a nomination of ours may stay unbound once its node is open
 SETTLE_TIMEOUT: Final = 5.0  # registration never waits longer on nominations
 
 _NUMBER = re.compile(r"\d+")
@@ -81,13 +90,23 @@ class PodNominations(QueueController):
     name = "pod.nomination"
     default_workers = 10
 
-    def __init__(self, deps: Deps, *, enabled: bool = True, workers: int | None = None) -> None:
+    def __init__(
+        self,
+        deps: Deps,
+        *,
+        enabled: bool = True,
+        grace: float = GRACE,
+        workers: int | None = None,
+    ) -> None:
         super().__init__(deps, workers=workers)
         self.enabled = enabled
+        self.grace = grace
         # Setting on and the API server supports it; decided once ``run`` asked the server.
         self.active = False
         self._written: dict[str, str] = {}  # pod key -> the node name this controller wrote
-        self._rewrites: dict[str, int] = {}  # pod key -> writes after the scheduler cleared ours
+        # pod key -> when ours was written (monotonic); its GRACE counts from the later of this
+        # and the moment settle ran, which is just before the node opens.
+        self._opened: dict[str, float] = {}
         self.writes = {"set": 0, "moved": 0, "cleared": 0}
 
     # ------------------------------------------------------------------ triggers (sync)
@@ -162,9 +181,10 @@ class PodNominations(QueueController):
         return supported
 
     async def settle(self, node_name: str) -> None:
-        """Nominate every pod planned onto ``node_name`` now (the lifecycle calls this before it
-        lifts the unregistered taint). Bounded and never raising: registration must go on."""
-        if not self.active:
+        """Nominate every pod planned onto ``node_name`` now, before registration lifts its
+        unregistered taint (the lifecycle's hook). Bounded and never raising: registration must
+        go on; what failed is retried by the queue."""
+        if not self.active or _open(self.deps.cluster, node_name):
             return
         keys = self.deps.cluster.pods_planned_on(node_name)
         if not keys:
@@ -172,43 +192,65 @@ class PodNominations(QueueController):
         try:
             async with asyncio.timeout(SETTLE_TIMEOUT), asyncio.TaskGroup() as tg:
                 for key in keys:
-                    tg.create_task(self.reconcile(key))
+                    tg.create_task(self._nominate(key, node_name))
         except* Exception as group:
             log.warning(
                 "nominating pods before registration failed; the queue retries",
-                extra={"node": node_name, "errors": [str(e) for e in group.exceptions]},
+                extra={"node": node_name, "errors": [repr(e) for e in group.exceptions]},
             )
             for key in keys:
                 self.queue.add(key)
+        opens = self.deps.clock.monotonic()
+        for key in keys:  # each is taken back if still unbound GRACE after the node opens
+            if key in self._written:
+                self._opened[key] = opens
+            self.queue.add_after(key, self.grace)
+
+    async def _nominate(self, key: str, node_name: str) -> None:
+        pod = self._waiting(key)
+        if pod is None or pod.nominated_node_name == node_name:
+            return
+        if pod.nominated_node_name and pod.nominated_node_name != self._written.get(key):
+            return  # someone else's nomination (a preemption): leave it
+        await self._write(pod, node_name, "moved" if pod.nominated_node_name else "set")
+
+    def _waiting(self, key: str) -> Pod | None:
+        """The pod while it waits for a node; None (and forgotten) once gone, bound or ending:
+        then it is the scheduler's, never ours to touch."""
+        pod = self.deps.cluster.pods.get(key)
+        if pod is None or pod.node_name or pod.is_terminal() or pod.is_terminating():
+            self._forget(key)
+            return None
+        return pod
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
         if not self.active:
             return None
-        pod = self.deps.cluster.pods.get(key)
-        if pod is None or pod.node_name or pod.is_terminal() or pod.is_terminating():
-            self._forget(key)  # gone, or bound: the scheduler's now, never ours to touch
+        pod = self._waiting(key)
+        if pod is None:
             return None
-        want = self.deps.cluster.planned_node(key)
-        have = pod.nominated_node_name
-        ours = self._written.get(key)
-        if want:
-            if have == want:
-                self._written[key] = want
+        cluster = self.deps.cluster
+        target = cluster.planned_node(key)
+        have, ours = pod.nominated_node_name, self._written.get(key)
+        if target and not _open(cluster, target):
+            if have == target:
                 return None
             if have and have != ours:
-                return None  # someone else's nomination (a preemption): leave it
-            if not have and ours == want:
-                # The scheduler cleared ours after a failed attempt (the node not ready for the
-                # pod yet): try again, a few times only.
-                tries = self._rewrites.get(key, 0)
-                if tries >= MAX_REWRITES:
-                    return None
-                self._rewrites[key] = tries + 1
-            await self._write(pod, want, "moved" if have else "set")
+                return None  # someone else's nomination: leave it
+            if not have and ours == target:
+                return None  # cleared by a failed attempt; settle writes it before the node opens
+            await self._write(pod, target, "moved" if have else "set")
             return None
-        if ours and have == ours:
-            await self._write(pod, None, "cleared")
+        if not ours or have != ours:
+            self._forget(key)
+            return None
+        if target == ours:
+            # Ours, on a node that is open now: the scheduler has ``grace`` seconds to bind it.
+            left = self.grace - (self.deps.clock.monotonic() - self._opened.get(key, 0.0))
+            if left > 0:
+                return Result(requeue_after=left)
+        await self._write(pod, None, "cleared")
         self._forget(key)
         return None
 
@@ -235,8 +277,16 @@ class PodNominations(QueueController):
             self._written.pop(pod.key, None)
         else:
             self._written[pod.key] = node
+            self._opened[pod.key] = self.deps.clock.monotonic()
         log.debug("pod nomination", extra={"pod": pod.key, "node": node, "action": action})
 
     def _forget(self, key: str) -> None:
         self._written.pop(key, None)
-        self._rewrites.pop(key, None)
+        self._opened.pop(key, None)
+
+
+def _open(cluster: Cluster, node_name: str) -> bool:
+    """The Node can take pods as far as registration goes: it no longer carries
+    ``karpenter.sh/unregistered`` (a node Karpenter does not manage never did)."""
+    node = cluster.nodes.get(node_name)
+    return node is None or not any(t.key == TAINT_UNREGISTERED_KEY for t in node.taints)

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from karpenter_py.aio.clock import FakeClock
 from karpenter_py.controllers.provisioning.nominations import (
-    MAX_REWRITES,
+    GRACE,
     PodNominations,
     server_version,
     supports_nominations,
@@ -42,19 +43,30 @@ def test_the_feature_is_detected_from_the_api_servers_version(
     assert supports_nominations(info) is supported
 
 
+UNREGISTERED = [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]
+
+
 def world(*pods: dict[str, Any]) -> tuple[PodNominations, FakeKube, Cluster]:
-    """nc1 launched and joined to Node ip-1; nc2 launched and joined to ip-2; nc3 in flight."""
+    """nc1..nc3 launched and joined to Nodes ip-1..ip-3 not registered yet (nothing can bind
+    there); nc4 in flight; ip-5 a node open for pods (no NodeClaim of ours)."""
     kube = FakeKube()
     kube.version_info = {"major": "1", "minor": "37"}
     c = Cluster()
-    for i in (1, 2, 3):
+    for i in (1, 2, 3, 4):
         c.upsert_nodeclaim(nodeclaim(f"nc{i}", provider_id=f"fake://i-{i}"))
-    c.upsert_node(node("ip-1", provider_id="fake://i-1"))
-    c.upsert_node(node("ip-2", provider_id="fake://i-2"))
+    for i in (1, 2, 3):
+        c.upsert_node(node(f"ip-{i}", provider_id=f"fake://i-{i}", taints=UNREGISTERED))
+    c.upsert_node(node("ip-5", provider_id="fake://i-5"))
     for body in pods:
         kube.put(PODS, body)
         c.upsert_pod(pod(body["metadata"]["name"], **_kw(body)))
-    return PodNominations(deps(client=kube, cluster=c)), kube, c
+    return PodNominations(deps(client=kube, cluster=c, clock=FakeClock())), kube, c
+
+
+def opens(c: Cluster, name: str) -> None:
+    """Registration lifted the unregistered taint."""
+    n = int(name.removeprefix("ip-"))
+    c.upsert_node(node(name, provider_id=f"fake://i-{n}"))
 
 
 def _kw(body: dict[str, Any]) -> dict[str, Any]:
@@ -81,14 +93,15 @@ def writes(kube: FakeKube) -> list[tuple[str, str | None, str | None]]:
     ]
 
 
-async def test_a_pod_is_nominated_to_its_planned_node_once_the_node_exists() -> None:
-    n, kube, c = world(pod_dict("a", pending=True), pod_dict("b", pending=True))
+async def test_a_pod_is_nominated_to_its_planned_node_while_that_node_is_not_open_yet() -> None:
+    n, kube, c = world(*(pod_dict(p, pending=True) for p in ("a", "b", "c")))
     assert await n.detect() is True
     c.pod_plans.plan("default/a", "nc1")
-    c.pod_plans.plan("default/b", "nc3")  # in flight: no Node to name yet
+    c.pod_plans.plan("default/b", "nc4")  # in flight: no Node to name yet
+    c.pod_plans.plan("default/c", "ip-5")  # open already: the scheduler would not try it again
 
-    await n.reconcile("default/a")
-    await n.reconcile("default/b")
+    for key in ("default/a", "default/b", "default/c"):
+        await n.reconcile(key)
 
     assert writes(kube) == [("a", "status", "ip-1")]
     call = kube.calls_of("patch", PODS)[0]
@@ -118,6 +131,59 @@ async def test_a_nomination_moves_with_the_plan_and_is_cleared_when_the_plan_goe
     assert n.writes == {"set": 1, "moved": 1, "cleared": 1}
 
 
+async def test_ours_still_unbound_a_grace_after_its_node_opened_is_taken_back() -> None:
+    n, kube, c = world(pod_dict("a", pending=True))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    await n.settle("ip-1")
+    deliver(kube, c, "a")
+    opens(c, "ip-1")
+    clock = n.deps.clock
+    assert isinstance(clock, FakeClock)
+
+    clock.step(GRACE - 5)
+    early = await n.reconcile("default/a")
+    clock.step(5)
+    late = await n.reconcile("default/a")
+
+    assert early is not None and early.requeue_after == 5
+    assert late is None
+    assert writes(kube) == [("a", "status", "ip-1"), ("a", "status", None)]
+
+
+async def test_a_nomination_the_scheduler_cleared_is_written_again_only_before_the_node_opens() -> (
+    None
+):
+    n, kube, c = world(pod_dict("a", pending=True))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    await n.reconcile("default/a")
+
+    def scheduler_clears() -> None:  # an attempt while nothing could bind on ip-1 yet
+        kube.stored(PODS, "a", "default")["status"].pop("nominatedNodeName", None)
+        deliver(kube, c, "a")
+
+    scheduler_clears()
+    await n.reconcile("default/a")  # every other node's arrival would clear it: no churn
+    await n.settle("ip-1")  # registration is about to open ip-1
+    scheduler_clears()
+    opens(c, "ip-1")
+    await n.settle("ip-1")  # a registration retried after the node opened writes nothing
+    await n.reconcile("default/a")
+
+    assert writes(kube) == [("a", "status", "ip-1"), ("a", "status", "ip-1")]
+
+
+async def test_a_pod_recreated_under_the_same_name_is_dropped_not_retried() -> None:
+    n, kube, c = world(pod_dict("a", pending=True))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    kube.fail("patch", "a", InvalidError(status=422, verb="patch", name="a"))
+
+    assert await n.reconcile("default/a") is None
+    assert n.writes == {"set": 0, "moved": 0, "cleared": 0}
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -132,31 +198,9 @@ async def test_the_scheduler_is_never_fought(body: dict[str, Any]) -> None:
     c.pod_plans.plan("default/a", "nc1")
 
     await n.reconcile("default/a")
+    await n.settle("ip-1")
 
     assert writes(kube) == []
-
-
-async def test_a_nomination_the_scheduler_cleared_is_written_again_a_few_times_only() -> None:
-    n, kube, c = world(pod_dict("a", pending=True))
-    await n.detect()
-    c.pod_plans.plan("default/a", "nc1")
-    for _ in range(MAX_REWRITES + 3):
-        await n.reconcile("default/a")
-        # The scheduler tried the pod before the node was ready for it and cleared the field.
-        kube.stored(PODS, "a", "default")["status"].pop("nominatedNodeName", None)
-        deliver(kube, c, "a")
-
-    assert writes(kube) == [("a", "status", "ip-1")] * (1 + MAX_REWRITES)
-
-
-async def test_a_pod_recreated_under_the_same_name_is_dropped_not_retried() -> None:
-    n, kube, c = world(pod_dict("a", pending=True))
-    await n.detect()
-    c.pod_plans.plan("default/a", "nc1")
-    kube.fail("patch", "a", InvalidError(status=422, verb="patch", name="a"))
-
-    assert await n.reconcile("default/a") is None
-    assert n.writes == {"set": 0, "moved": 0, "cleared": 0}
 
 
 @pytest.mark.parametrize(
