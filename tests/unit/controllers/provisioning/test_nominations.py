@@ -146,7 +146,8 @@ async def test_ours_still_unbound_a_grace_after_its_node_opened_is_taken_back() 
     clock.step(5)
     late = await n.reconcile("default/a")
 
-    assert early is not None and early.requeue_after == 5
+    assert early is not None
+    assert early.requeue_after == 5
     assert late is None
     assert writes(kube) == [("a", "status", "ip-1"), ("a", "status", None)]
 
