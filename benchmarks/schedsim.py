@@ -639,6 +639,14 @@ def plan_per_shape(s: Setup) -> Plan:
     return Plan(tuple(claims), (), ())
 
 
+def plan_uniform(s: Setup) -> Plan:
+    """The plan on one instance type, the one today's plan uses most: every node can take any
+    other node's planned pods, whichever the scheduler sends it."""
+    most = Counter(nc.instance_type.name for nc in plan_today(s).new_node_claims).most_common(1)
+    only = [it for it in s.catalog if it.name == most[0][0]]
+    return provision(s, only, [], [])
+
+
 def plan_slack(fraction: float) -> PlanMaker:
     """The plan on a catalog whose types have ``fraction`` less cpu and memory allocatable:
     every node keeps that much of each free (the replay launches the real types)."""
@@ -664,6 +672,7 @@ PLANS: Final[Mapping[str, PlanMaker]] = {
     "today": plan_today,
     "greedy": plan_greedy,
     "per-shape": plan_per_shape,
+    "uniform": plan_uniform,
     "slack-2%": plan_slack(0.02),
     "slack-5%": plan_slack(0.05),
 }
@@ -689,6 +698,7 @@ def measure(
     *,
     score_percent: int,
     launched_in_flight: bool,
+    system_spread: bool = True,
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in plans:
@@ -701,6 +711,7 @@ def measure(
                     plan,
                     timing,
                     score_percent=score_percent,
+                    system_spread=system_spread,
                     launched_in_flight=launched_in_flight,
                 ).run()
                 for timing in runs
@@ -784,6 +795,11 @@ def main(argv: list[str] | None = None) -> int:
         help="NodeClaims in flight report their type's capacity (kwok reports it only with "
         "the Node: by default they offer their planned pods' requests)",
     )
+    parser.add_argument(
+        "--no-system-spread",
+        action="store_true",
+        help="leave out PodTopologySpread's system-default score (an ablation)",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     s = setup(workload(MIXED if args.mixed else BASIC, args.pods), controller_catalog())
@@ -797,6 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         timings(args.seeds),
         score_percent=args.score_percent,
         launched_in_flight=args.launched_in_flight,
+        system_spread=not args.no_system_spread,
     )
     print(markdown(rows))
     if args.out:
@@ -805,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
             "workload": "mixed" if args.mixed else "basic",
             "score_percent": args.score_percent,
             "launched_in_flight": args.launched_in_flight,
+            "system_spread": not args.no_system_spread,
             "rows": rows,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
