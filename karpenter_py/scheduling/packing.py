@@ -130,19 +130,25 @@ def _floor(idx: PoolIndex, order: Sequence[PodState]) -> float:
             demand[name] = demand.get(name, 0) + amount
     best = 0.0
     for name, total in demand.items():
-        rate = idx.rate_cache.get(name)
-        if rate is None:
-            rate = min(
-                (
-                    p / idx.effective[i][name]
-                    for p, _, i, _ in idx.offers(idx.requirements)
-                    if idx.effective[i].get(name, 0) > 0
-                ),
-                default=0.0,
-            )
-            idx.rate_cache[name] = rate
-        best = max(best, total * rate)
+        best = max(best, total * resource_rate(idx, name))
     return best
+
+
+def resource_rate(idx: PoolIndex, name: str) -> float:
+    """The pool's cheapest price per unit of resource ``name`` (a type's price over what it has
+    of it for pods), memoised on the index; 0 when no type has any."""
+    rate = idx.rate_cache.get(name)
+    if rate is None:
+        rate = min(
+            (
+                p / idx.effective[i][name]
+                for p, _, i, _ in idx.offers(idx.requirements)
+                if idx.effective[i].get(name, 0) > 0
+            ),
+            default=0.0,
+        )
+        idx.rate_cache[name] = rate
+    return rate
 
 
 def _pin_key(pinned: Requirements | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -523,6 +529,27 @@ class _Master:
             (col, target, max(x, 0.0))
             for col, target, x in zip(self.columns, self.targets, self.x, strict=True)
         ]
+
+
+def best_fill(
+    left: Sequence[int],
+    vecs: Sequence[_Vector],
+    cap: _Vector,
+    value: Sequence[float],
+    live: Sequence[int],
+) -> list[int]:
+    """The most valuable fill of one node of ``cap`` from the pods ``left`` of the classes
+    ``live``: every fill where few exist (``_exact_fill``), else the best of the greedy orders
+    (each way of sizing in ``_MEASURES``) and ``_scarcity_fill``."""
+    exact = _exact_fill(left, vecs, cap, value, live)
+    if exact is not None:
+        return exact[0]
+    candidates = [_scarcity_fill(left, vecs, cap, value, live)[0]]
+    for measure in _MEASURES:
+        sizes = {c: measure(vecs[c], cap) for c in live}
+        order = sorted(live, key=lambda c: -value[c] / sizes[c])
+        candidates.append(_first_fit(left, vecs, cap, order)[0])
+    return max(candidates, key=lambda take: sum(k * v for k, v in zip(take, value, strict=True)))
 
 
 def _first_fit(

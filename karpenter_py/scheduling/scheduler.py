@@ -31,7 +31,8 @@ from karpenter_py.model.labels import (
 from karpenter_py.model.quantity import Resources
 from karpenter_py.scheduling.claims import ExistingSlot, NewClaim, relax_min_values
 from karpenter_py.scheduling.diagnose import diagnose
-from karpenter_py.scheduling.existing import BLOCK, ExistingBase, existing_slot_parts
+from karpenter_py.scheduling.existing import BLOCK, ExistingBase, SlotParts, existing_slot_parts
+from karpenter_py.scheduling.fill import Bin, Vector, plan_fill, worth
 from karpenter_py.scheduling.inputs import (
     PoolTemplate,
     SolveInput,
@@ -44,8 +45,9 @@ from karpenter_py.scheduling.instances import (
 from karpenter_py.scheduling.packing import claim_price, rebuild, repack
 from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan, PodError
 from karpenter_py.scheduling.podstate import PodState, RequirementsCache
-from karpenter_py.scheduling.requirements import Req, Requirements
+from karpenter_py.scheduling.requirements import Req, Requirements, compatible
 from karpenter_py.scheduling.reservations import RESERVATION_ID, ReservationLedger
+from karpenter_py.scheduling.taints import untolerated
 from karpenter_py.scheduling.topology import DomainSource, Topology
 
 
@@ -206,10 +208,87 @@ class _Solver:
             states.append(st)
             self._register(st)
         states.sort(key=_pod_order)
-        unplaced = self._place_all(states, errors)
+        unplaced = self._place_all(self._fill_existing(states), errors)
         if self.inp.options.repack:
             self._repack(states)
         return self._plan(unplaced, errors)
+
+    def _fill_existing(self, states: list[PodState]) -> list[PodState]:
+        """While some existing capacity is not initialised yet (NodeClaims in flight, nodes
+        coming up), fill it as a whole (``scheduling.fill``) with the pods that may go anywhere
+        alike (no volumes, host ports or topology group), when that places more than first fit
+        would. Those pods are placed for real here, through ``try_add``; the others (and any
+        the plan could not place after all) are returned, in order, for the loop."""
+        if len(states) < 2 or all(self.slots.base.initialized):
+            return states
+        movable = [st for st in states if self._fills(st)]
+        if len(movable) < 2:
+            return states
+        names = sorted({n for st in movable for n in st.pod.requests})
+        classes: dict[tuple[tuple[object, ...], Vector], list[PodState]] = {}
+        for st in movable:
+            vec = tuple(st.pod.requests.get(n, 0) for n in names)
+            classes.setdefault((st.signature, vec), []).append(st)
+        groups = list(classes.values())
+        vecs = [vec for _, vec in classes]
+        bins, at, room = self._fill_bins(names, groups, vecs)
+        if not bins:
+            return states
+        value = [worth(g[0].pod.requests, self.indexes, room) for g in groups]
+        takes = plan_fill([len(g) for g in groups], vecs, value, bins)
+        if takes is None:
+            return states
+        placed = self._place_fill(at, takes, groups)
+        return [st for st in states if st.index not in placed]
+
+    def _fill_bins(
+        self, names: Sequence[str], groups: Sequence[Sequence[PodState]], vecs: Sequence[Vector]
+    ) -> tuple[list[Bin], list[int], dict[str, int]]:
+        """The existing slots some class fits (as bins, in slot order), their slot indexes, and
+        their total room."""
+        smallest = tuple(min(v[r] for v in vecs) for r in range(len(names)))
+        bins: list[Bin] = []
+        at: list[int] = []
+        total: dict[str, int] = {}
+        for i, parts in enumerate(self.slots.base.parts):
+            room = tuple(parts.remaining.get(n, 0) for n in names)
+            if any(free < least for free, least in zip(room, smallest, strict=True)):
+                continue
+            allowed = frozenset(c for c, g in enumerate(groups) if _may_go(parts, g[0]))
+            if allowed:
+                bins.append(Bin(room, allowed))
+                at.append(i)
+                for n, free in zip(names, room, strict=True):
+                    total[n] = total.get(n, 0) + free
+        return bins, at, total
+
+    def _place_fill(
+        self,
+        at: Sequence[int],
+        takes: Sequence[Sequence[int]],
+        groups: Sequence[Sequence[PodState]],
+    ) -> set[int]:
+        """Place the planned fill for real, slot by slot; the indexes of the pods placed."""
+        queues = [deque(g) for g in groups]
+        placed: set[int] = set()
+        for i, take in zip(at, takes, strict=True):
+            slot = self.slots[i]
+            for c, k in enumerate(take):
+                for _ in range(k):
+                    st = queues[c][0]
+                    if slot.try_add(st, self.topology, st.signature) is not None:
+                        break  # the loop places it
+                    queues[c].popleft()
+                    placed.add(st.index)
+            self.slots.update(i)
+        return placed
+
+    def _fills(self, st: PodState) -> bool:
+        """Whether ``_fill_existing`` may place the pod: nothing but room, labels and taints
+        decides where it goes."""
+        if st.index in self.volumes or st.pod.host_ports:
+            return False
+        return self.topology.keys_involving(st.index, st.pod) == frozenset()
 
     def _repack(self, order: list[PodState]) -> None:
         """Re-pack each pool's new claims (``scheduling.packing``). A pod can move when it has
@@ -556,6 +635,13 @@ class _Solver:
             ),
             tuple(claim.pods),
         )
+
+
+def _may_go(parts: SlotParts, st: PodState) -> bool:
+    """Whether the node's taints and labels let the pod on (room aside)."""
+    if untolerated(parts.taints, st.tolerations) is not None:
+        return False
+    return not st.requirements or compatible(parts.requirements, st.requirements) is None
 
 
 def _charge(idx: PoolIndex, mask: int, remaining: Mapping[str, int]) -> Resources:
