@@ -318,7 +318,8 @@ def hold_pods(
     anew: a fresh solve puts the largest pods first on the first node with room, which takes
     nodes bought for a mix of small and large pods and leaves their own pods to new ones. A node
     whose held pods no longer all fit (pods bound there since) or that takes no pods now holds
-    none: its pods are solved with the rest, as is every pod whose node is gone."""
+    none: its pods are solved with the rest, as is every pod whose node is gone. Pods go on the
+    first node of their name only."""
     if not holds:
         return inp, ()
     by_node: dict[str, list[Pod]] = {}
@@ -331,7 +332,9 @@ def hold_pods(
     existing = list(inp.existing)
     placements: list[ExistingPlacement] = []
     for i, ex in enumerate(existing):
-        pods = by_node.get(ex.node.name)
+        # Popped: a node may be there twice for a moment (its Node seen before the NodeClaim's
+        # launch status joins the two), and its pods go on one of them only.
+        pods = by_node.pop(ex.node.name, None)
         if pods is None or ex.marked_for_deletion or ex.node.deletion_timestamp:
             continue
         used: dict[str, int] = {}

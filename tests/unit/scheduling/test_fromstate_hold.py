@@ -65,3 +65,14 @@ def test_hold_pods(holds: dict[str, str], held: dict[str, list[str]], rest: list
     }
     if not held:
         assert out is inp
+
+
+def test_a_node_there_twice_holds_its_pods_once() -> None:
+    """A kwok Node can reach the state before its NodeClaim's launch status joins them: the
+    snapshot then has the node twice under one name, and its pods go on the first only."""
+    inp = solve_input()
+    twice = replace(inp, existing=(*inp.existing, existing(make_node("a"), in_flight=True)))
+    out, placements = hold_pods(twice, {"default/p1": "a", "default/p2": "a"})
+    assert [(p.node_name, [x.name for x in p.pods]) for p in placements] == [("a", ["p1", "p2"])]
+    assert [[p.name for p in ex.pods] for ex in out.existing] == [["p1", "p2"], ["bound"], [], []]
+    assert [p.name for p in out.pods] == ["p3", "q"]
