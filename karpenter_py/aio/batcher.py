@@ -3,7 +3,14 @@
 Upstream's ``provisioning.Batcher``: pods arriving in a burst should be solved together, so after
 the first trigger we keep waiting while triggers keep coming, at most ``idle`` seconds between
 them and ``max_window`` seconds in total. Keys are deduplicated; order of first trigger is kept so
-batches are deterministic. Timing uses the event loop clock, so looptime can fake it in tests.
+batches are deterministic. Timing uses the event loop clock, so a virtual-time loop can fake it
+in tests.
+
+Beyond upstream, ``first_window``: the first batch of a burst closes that long after the burst's
+first trigger even while triggers keep coming, so what is known early launches early; the rest of
+the burst gathers into the next batches under the ``idle`` / ``max_window`` rules. A ReplicaSet
+creating 1,000 pods keeps the idle window open for seconds, and a whole-burst batch launched its
+first node that much later than a first batch of the first pods would.
 
 Upstream's cloud-provider batchers do the same for API calls: concurrent callers asking the same
 kind of question within a window share one call (:class:`CallBatcher`).
@@ -53,17 +60,41 @@ async def wait_quiet(
 
 
 class Batcher(Generic[K]):
-    def __init__(self, *, idle: float = 1.0, max_window: float = 10.0) -> None:
+    """Triggers gathered into batches (see the module docstring).
+
+    A burst is a run of triggers less than ``idle`` seconds apart; a trigger after ``idle``
+    seconds without one starts a new burst. Its first batch closes at most ``first_window``
+    seconds after that trigger (None: no early close, upstream's batching), every later batch by
+    the ``idle`` / ``max_window`` rules alone. A burst that starts while the caller is busy with
+    the last batch gets its early batch too: the window is measured from the burst's first
+    trigger, so a batch already past it returns at once.
+
+    ``trigger`` must be called from the event loop's thread (it reads the loop's clock)."""
+
+    def __init__(
+        self, *, idle: float = 1.0, max_window: float = 10.0, first_window: float | None = None
+    ) -> None:
         if idle <= 0 or max_window < idle:
             raise ValueError("need 0 < idle <= max_window")
+        if first_window is not None and first_window <= 0:
+            raise ValueError("need first_window > 0")
         self.idle = idle
         self.max_window = max_window
+        self.first_window = first_window
         self._keys: dict[K, None] = {}  # insertion-ordered set
         self._triggered = asyncio.Event()
         self._batches = 0
+        self._last_trigger: float | None = None  # loop time of the latest trigger
+        self._burst_started = 0.0  # loop time of the current burst's first trigger
+        self._early = False  # the current burst has not had its first batch yet
 
     def trigger(self, key: K) -> None:
         """Add a key to the next batch (sync: safe to call from informer sinks)."""
+        now = asyncio.get_running_loop().time()
+        if self._last_trigger is None or now - self._last_trigger >= self.idle:
+            self._burst_started = now
+            self._early = True
+        self._last_trigger = now
         self._keys[key] = None
         self._triggered.set()
 
@@ -71,16 +102,22 @@ class Batcher(Generic[K]):
         """Block until a batch is ready and return its keys.
 
         Waits indefinitely for a first trigger; then returns once no trigger arrived for ``idle``
-        seconds or ``max_window`` seconds passed since the window opened. Keys triggered while the
-        caller processes a batch go into the next one.
+        seconds, ``max_window`` seconds after the window opened, or, for the first batch of a
+        burst, ``first_window`` seconds after the burst's first trigger. Keys triggered while
+        the caller processes a batch go into the next one.
         """
         while not self._keys:
             self._triggered.clear()
             await self._triggered.wait()
-        await wait_quiet(self._triggered, idle=self.idle, max_window=self.max_window)
+        window = self.max_window
+        if self._early and self.first_window is not None:
+            now = asyncio.get_running_loop().time()
+            window = min(window, self._burst_started + self.first_window - now)
+        await wait_quiet(self._triggered, idle=self.idle, max_window=window)
         batch = tuple(self._keys)
         self._keys.clear()
         self._triggered.clear()
+        self._early = False
         self._batches += 1
         return batch
 

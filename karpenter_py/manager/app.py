@@ -157,7 +157,9 @@ class App:
         )
         self.scheduling_metrics = SchedulingMetrics(self.metrics, self.cluster, self.clock)
         self.batcher: Batcher[str] = Batcher(
-            idle=settings.batch_idle_duration, max_window=settings.batch_max_duration
+            idle=settings.batch_idle_duration,
+            max_window=settings.batch_max_duration,
+            first_window=settings.batch_first_max_duration,
         )
         self.options = options = SolveOptions(
             preference_policy=settings.preference_policy,

@@ -6,7 +6,8 @@ default. Defaults and accepted values are upstream Karpenter's (core ``pkg/opera
 AWS provider's options and the kwok provider's), plus ``CLOUD_PROVIDER`` and ``KUBECONFIG``, which
 are ours, and ``MULTI_NODE_CONSOLIDATION_TIMEOUT`` / ``SINGLE_NODE_CONSOLIDATION_TIMEOUT``:
 upstream's fixed 1 min / 3 min consolidation limits, which upstream does not expose (the names
-are the ones its closed proposal kubernetes-sigs/karpenter#1754 used).
+are the ones its closed proposal kubernetes-sigs/karpenter#1754 used), and
+``BATCH_FIRST_MAX_DURATION``: the first batch of a burst launches early (``aio.batcher``).
 
 :func:`load_settings` is the only entry point. Any bad value stops start-up with one
 :class:`SettingsError` whose message names the variable or flag and repeats the offending value,
@@ -196,6 +197,9 @@ class Settings(BaseModel):
 
     batch_max_duration: float = Field(default=10.0, gt=0)
     batch_idle_duration: float = Field(default=1.0, gt=0)
+    # Ours: the first batch of a burst of pods closes this long after the burst began, however
+    # long the idle window keeps extending; BATCH_MAX_DURATION or more gives upstream's batching.
+    batch_first_max_duration: float = Field(default=1.0, gt=0)
     kube_client_qps: int = Field(default=200, gt=0)
     kube_client_burst: int = Field(default=300, gt=0)
     # Upstream's fixed consolidation limits (1 min, 3 min), as settings.
@@ -326,6 +330,10 @@ OPTIONS: Final[tuple[_Option, ...]] = (
             "longest provisioning batch window", check=_positive),
     _Option("BATCH_IDLE_DURATION", "batch_idle_duration", parse_duration_seconds, _DURATION_EXPECT,
             "close the batch after this long without new pods", check=_positive),
+    _Option("BATCH_FIRST_MAX_DURATION", "batch_first_max_duration", parse_duration_seconds,
+            _DURATION_EXPECT,
+            "close a burst's first batch this long after its first pod; the rest batch as usual "
+            "(ours; >= BATCH_MAX_DURATION: upstream's batching)", check=_positive),
     _Option("MULTI_NODE_CONSOLIDATION_TIMEOUT", "multi_node_consolidation_timeout",
             parse_duration_seconds, _DURATION_EXPECT,
             "multi-node consolidation stops here with the best command found so far (ours)",

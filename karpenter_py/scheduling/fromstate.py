@@ -12,7 +12,7 @@ from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod, Taint
 from karpenter_py.model.instancetype import InstanceType
 from karpenter_py.model.labels import LABEL_HOSTNAME
-from karpenter_py.model.quantity import parse_resources
+from karpenter_py.model.quantity import add, fits, parse_resources
 from karpenter_py.scheduling.inputs import (
     ExistingNode,
     PoolTemplate,
@@ -20,6 +20,7 @@ from karpenter_py.scheduling.inputs import (
     SolveOptions,
     pool_template,
 )
+from karpenter_py.scheduling.plan import ExistingPlacement
 from karpenter_py.scheduling.requirements import Requirements, compatible
 from karpenter_py.scheduling.taints import PREFER_NO_SCHEDULE_TOLERATION, untolerated
 from karpenter_py.scheduling.typetable import daemon_requirement_terms
@@ -304,6 +305,51 @@ def solve_input(
         volume_requirements=volume_requirements,
         volume_errors=volume_errors,
     )
+
+
+def hold_pods(
+    inp: SolveInput, holds: Mapping[str, str]
+) -> tuple[SolveInput, tuple[ExistingPlacement, ...]]:
+    """``inp`` with the pods ``holds`` names (pod key -> node name) taken out of its pods and
+    put on those of its existing nodes as if bound there, and the placements that makes.
+
+    The provisioner holds the pods an earlier round placed on capacity that is not ready yet, so
+    a round packs the pods that came since into the room left instead of placing everything
+    anew: a fresh solve puts the largest pods first on the first node with room, which takes
+    nodes bought for a mix of small and large pods and leaves their own pods to new ones. A node
+    whose held pods no longer all fit (pods bound there since) or that takes no pods now holds
+    none: its pods are solved with the rest, as is every pod whose node is gone. Pods go on the
+    first node of their name only."""
+    if not holds:
+        return inp, ()
+    by_node: dict[str, list[Pod]] = {}
+    for pod in inp.pods:
+        node = holds.get(pod.key)
+        if node is not None:
+            by_node.setdefault(node, []).append(pod)
+    if not by_node:
+        return inp, ()
+    existing = list(inp.existing)
+    placements: list[ExistingPlacement] = []
+    for i, ex in enumerate(existing):
+        # Popped: a node may be there twice for a moment (its Node seen before the NodeClaim's
+        # launch status joins the two), and its pods go on one of them only.
+        pods = by_node.pop(ex.node.name, None)
+        if pods is None or ex.marked_for_deletion or ex.node.deletion_timestamp:
+            continue
+        used: dict[str, int] = {}
+        for pod in (*ex.pods, *pods):
+            if not pod.is_terminal():
+                used = add(used, pod.requests)
+        if not fits(used, ex.node.allocatable):
+            continue
+        existing[i] = replace(ex, pods=(*ex.pods, *pods))
+        placements.append(ExistingPlacement(ex.node.name, tuple(pods)))
+    if not placements:  # the very input: its nodes keep the identities the solver's caches use
+        return inp, ()
+    held = {pod.key for placement in placements for pod in placement.pods}
+    rest = tuple(pod for pod in inp.pods if pod.key not in held)
+    return replace(inp, pods=rest, existing=tuple(existing)), tuple(placements)
 
 
 def static_input(

@@ -232,6 +232,7 @@ AWS_SETTINGS = sets(
     "settings.ignoreDRARequests=false",
     "settings.batchMaxDuration=20s",
     "settings.batchIdleDuration=2s",
+    "settings.batchFirstMaxDuration=500ms",
     "settings.kubeClientQPS=50",
     "settings.kubeClientBurst=100",
     "settings.preferencePolicy=Ignore",
@@ -251,6 +252,7 @@ DEFAULT_ENV = {
     "WEBHOOK_SERVICE_NAME": "karpenter",
     "BATCH_MAX_DURATION": "10s",
     "BATCH_IDLE_DURATION": "1s",
+    "BATCH_FIRST_MAX_DURATION": "1s",
     "KUBE_CLIENT_QPS": "200",
     "KUBE_CLIENT_BURST": "300",
     "FEATURE_GATES": "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,"
@@ -279,6 +281,7 @@ ENV_CASES = [
             "LOG_LEVEL": "debug",
             "BATCH_MAX_DURATION": "20s",
             "BATCH_IDLE_DURATION": "2s",
+            "BATCH_FIRST_MAX_DURATION": "500ms",
             "KUBE_CLIENT_QPS": "50",
             "KUBE_CLIENT_BURST": "100",
             "FEATURE_GATES": "NodeRepair=true,ReservedCapacity=true,SpotToSpotConsolidation=true,"
@@ -366,6 +369,7 @@ def test_aws_settings_load_into_the_controllers_settings() -> None:
     )
     assert (s.isolated_vpc, s.vm_memory_overhead_percent, s.reserved_enis) == (True, 0.1, 1)
     assert (s.batch_max_duration, s.batch_idle_duration) == (20.0, 2.0)
+    assert s.batch_first_max_duration == 0.5
     assert (s.kube_client_qps, s.kube_client_burst, s.ignore_dra_requests) == (50, 100, False)
     assert s.feature_gates == FeatureGates(node_repair=True, spot_to_spot_consolidation=True)
     assert (s.log_level, s.preference_policy, s.min_values_policy) == (

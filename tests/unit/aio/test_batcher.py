@@ -4,9 +4,11 @@ from collections.abc import Awaitable, Sequence
 import pytest
 
 from karpenter_py.aio import Batcher, CallBatcher
+from tests.virtualtime import run_virtual
 
-IDLE = 0.05
-MAX = 0.2
+# CallBatcher tests: real windows, kept short.
+CALL_IDLE = 0.05
+CALL_MAX = 0.2
 
 
 def test_rejects_bad_windows():
@@ -16,67 +18,175 @@ def test_rejects_bad_windows():
         Batcher[str](idle=2, max_window=1)
 
 
-async def test_waits_until_first_trigger():
-    batcher = Batcher[str](idle=IDLE, max_window=MAX)
-    async with asyncio.TaskGroup() as tg:
-        waiter = tg.create_task(batcher.wait())
-        await asyncio.sleep(MAX * 2)
-        assert not waiter.done()  # nothing triggered: keeps waiting
-        batcher.trigger("a")
-    assert waiter.result() == ("a",)
+# Every 0.375 s (3/8: exact in binary, so batch times compare equal), never on a window's edge.
+EVERY = 0.375
 
 
-async def test_idle_window_closes_batch_and_dedups_in_trigger_order():
-    batcher = Batcher[str](idle=IDLE, max_window=10)
-    for key in ("b", "a", "b", "c", "a"):
-        batcher.trigger(key)
-    batch = await batcher.wait()
-    assert batch == ("b", "a", "c")
-    assert batcher.statistics().pending == 0
-    assert batcher.statistics().batches == 1
+def stream(start: float, until: float) -> list[float]:
+    """Trigger times from ``start`` every EVERY seconds, ``until`` included."""
+    return [start + EVERY * k for k in range(int((until - start) / EVERY) + 1)]
 
 
-async def test_triggers_inside_idle_window_extend_the_batch():
-    batcher = Batcher[int](idle=0.1, max_window=10)
+async def batches_of(
+    batcher: Batcher[int], triggers: list[float], *, busy: float, count: int
+) -> list[tuple[float, tuple[int, ...]]]:
+    """Trigger key i at ``triggers[i]`` (loop time); a caller that spends ``busy`` seconds on
+    each batch takes ``count`` of them. Each batch with the loop time it was returned at."""
+    loop = asyncio.get_running_loop()
 
     async def feed() -> None:
-        for i in range(5):
-            batcher.trigger(i)
-            await asyncio.sleep(0.02)  # well inside the idle window
+        for key, at in enumerate(triggers):
+            await asyncio.sleep(at - loop.time())
+            batcher.trigger(key)
 
+    got: list[tuple[float, tuple[int, ...]]] = []
     async with asyncio.TaskGroup() as tg:
         tg.create_task(feed())
+        for _ in range(count):
+            batch = await batcher.wait()
+            got.append((loop.time(), batch))
+            await asyncio.sleep(busy)
+    return got
+
+
+# Batcher tests run on virtual time (tests.virtualtime): the loop's clock jumps to the next timer,
+# so windows of whole seconds take no real time and batches close at exact instants.
+
+
+def test_waits_until_first_trigger():
+    async def scenario() -> tuple[bool, tuple[str, ...], float]:
+        batcher = Batcher[str](idle=1, max_window=4)
+        async with asyncio.TaskGroup() as tg:
+            waiter = tg.create_task(batcher.wait())
+            await asyncio.sleep(20)
+            waiting = not waiter.done()  # nothing triggered: keeps waiting past max_window
+            batcher.trigger("a")
+        return waiting, waiter.result(), asyncio.get_running_loop().time()
+
+    assert run_virtual(scenario) == (True, ("a",), 21.0)
+
+
+def test_idle_window_closes_batch_and_dedups_in_trigger_order():
+    async def scenario() -> tuple[tuple[str, ...], float, int, int]:
+        batcher = Batcher[str](idle=1, max_window=10)
+        for key in ("b", "a", "b", "c", "a"):
+            batcher.trigger(key)
         batch = await batcher.wait()
-    assert batch == (0, 1, 2, 3, 4)
+        stats = batcher.statistics()
+        return batch, asyncio.get_running_loop().time(), stats.pending, stats.batches
+
+    assert run_virtual(scenario) == (("b", "a", "c"), 1.0, 0, 1)
 
 
-async def test_max_window_caps_a_never_idle_stream():
-    batcher = Batcher[int](idle=IDLE, max_window=MAX)
-    stop = asyncio.Event()
+def test_triggers_inside_idle_window_extend_the_batch():
+    async def scenario() -> list[tuple[float, tuple[int, ...]]]:
+        batcher = Batcher[int](idle=1, max_window=10)
+        return await batches_of(batcher, [0, 0.5, 1.25, 2, 2.75], busy=0, count=1)
 
-    async def feed() -> None:
-        i = 0
-        while not stop.is_set():
-            batcher.trigger(i)
-            i += 1
-            await asyncio.sleep(IDLE / 5)
-
-    async with asyncio.TaskGroup() as tg:
-        tg.create_task(feed())
-        first = await batcher.wait()  # must return although triggers never pause
-        second = await batcher.wait()
-        stop.set()
-    assert len(first) > 1
-    assert second
-    assert set(first).isdisjoint(second)
+    assert run_virtual(scenario) == [(3.75, (0, 1, 2, 3, 4))]
 
 
-async def test_trigger_during_processing_goes_to_next_batch():
-    batcher = Batcher[str](idle=IDLE, max_window=MAX)
-    batcher.trigger("x")
-    assert await batcher.wait() == ("x",)
-    batcher.trigger("y")
-    assert await batcher.wait() == ("y",)
+def test_max_window_caps_a_never_idle_stream():
+    async def scenario() -> list[tuple[float, tuple[int, ...]]]:
+        batcher = Batcher[int](idle=1, max_window=2)
+        return await batches_of(batcher, stream(0, 4.5), busy=0, count=2)
+
+    # The second window opens with the next trigger (2.25) and runs its full max_window.
+    assert run_virtual(scenario) == [(2.0, (0, 1, 2, 3, 4, 5)), (4.25, (6, 7, 8, 9, 10, 11))]
+
+
+def test_trigger_during_processing_goes_to_next_batch():
+    async def scenario() -> list[tuple[str, ...]]:
+        batcher = Batcher[str](idle=1, max_window=4)
+        batcher.trigger("x")
+        first = await batcher.wait()
+        batcher.trigger("y")
+        return [first, await batcher.wait()]
+
+    assert run_virtual(scenario) == [("x",), ("y",)]
+
+
+# ------------------------------------------------------------------ first_window, on virtual time
+
+
+@pytest.mark.parametrize(
+    ("triggers", "max_window", "first_window", "busy", "expected"),
+    [
+        pytest.param(
+            stream(0, 3),
+            10,
+            None,
+            0,
+            [(4.0, tuple(range(9)))],
+            id="no first_window: upstream's one batch, idle after the stream",
+        ),
+        pytest.param(
+            stream(0, 3),
+            10,
+            1,
+            0,
+            [(1.0, (0, 1, 2)), (4.0, (3, 4, 5, 6, 7, 8))],
+            id="the first batch closes at first_window, the rest by idle",
+        ),
+        pytest.param(
+            stream(0, 0.75),
+            10,
+            2,
+            0,
+            [(1.75, (0, 1, 2))],
+            id="a burst shorter than first_window closes by idle as before",
+        ),
+        pytest.param(
+            stream(0, 5.25),
+            2,
+            1,
+            0,
+            [(1.0, (0, 1, 2)), (3.125, (3, 4, 5, 6, 7, 8)), (5.375, (9, 10, 11, 12, 13, 14))],
+            id="later batches of a burst are not early: each its full max_window",
+        ),
+        pytest.param(
+            [*stream(0, 1.5), *stream(4, 5.5)],
+            10,
+            1,
+            0,
+            [(1.0, (0, 1, 2)), (2.5, (3, 4)), (5.0, (5, 6, 7)), (6.5, (8, 9))],
+            id="idle seconds without a trigger re-arm the early batch for the next burst",
+        ),
+        pytest.param(
+            [0, *stream(2, 5)],
+            10,
+            1,
+            3,
+            [(1.0, (0,)), (4.0, (1, 2, 3, 4, 5, 6)), (8.0, (7, 8, 9))],
+            id="a burst that starts while the caller is busy is early from its first trigger",
+        ),
+        pytest.param(
+            [0, *stream(2, 5)],
+            10,
+            None,
+            3,
+            [(1.0, (0,)), (6.0, (1, 2, 3, 4, 5, 6, 7, 8, 9))],
+            id="the same without first_window waits for the burst's end",
+        ),
+    ],
+)
+def test_first_window_cuts_the_first_batch_of_each_burst(
+    triggers: list[float],
+    max_window: float,
+    first_window: float | None,
+    busy: float,
+    expected: list[tuple[float, tuple[int, ...]]],
+) -> None:
+    async def scenario() -> list[tuple[float, tuple[int, ...]]]:
+        batcher = Batcher[int](idle=1, max_window=max_window, first_window=first_window)
+        return await batches_of(batcher, triggers, busy=busy, count=len(expected))
+
+    assert run_virtual(scenario) == expected
+
+
+def test_rejects_a_first_window_that_is_not_positive() -> None:
+    with pytest.raises(ValueError):
+        Batcher[str](idle=1, max_window=10, first_window=0)
 
 
 # ------------------------------------------------------------------ CallBatcher
@@ -120,7 +230,9 @@ def test_call_batcher_rejects_bad_windows():
 
 async def test_concurrent_calls_of_a_bucket_share_one_execute_and_get_their_own_answers():
     execute = Doubler()
-    b: CallBatcher[str, int, int] = CallBatcher(execute, idle=IDLE, max_window=MAX, max_items=10)
+    b: CallBatcher[str, int, int] = CallBatcher(
+        execute, idle=CALL_IDLE, max_window=CALL_MAX, max_items=10
+    )
     got = await gather_each(b.call("x", 1), b.call("y", 5), b.call("x", -2), b.call("x", 3))
     assert got == [2, 10, "negative -2", 6]
     assert sorted(execute.batches) == [("x", [1, -2, 3]), ("y", [5])]
@@ -129,7 +241,7 @@ async def test_concurrent_calls_of_a_bucket_share_one_execute_and_get_their_own_
 
 async def test_an_execute_that_raises_fails_every_caller_of_its_batch():
     b: CallBatcher[str, int, int] = CallBatcher(
-        Doubler(fail=RuntimeError("throttled")), idle=IDLE, max_window=MAX, max_items=10
+        Doubler(fail=RuntimeError("throttled")), idle=CALL_IDLE, max_window=CALL_MAX, max_items=10
     )
     assert await gather_each(b.call("x", 1), b.call("x", 2)) == ["throttled", "throttled"]
 
@@ -144,7 +256,9 @@ async def test_max_items_closes_the_window_early():
 
 async def test_a_follower_asks_again_when_the_leader_is_cancelled():
     execute = Doubler()
-    b: CallBatcher[str, int, int] = CallBatcher(execute, idle=IDLE, max_window=MAX, max_items=10)
+    b: CallBatcher[str, int, int] = CallBatcher(
+        execute, idle=CALL_IDLE, max_window=CALL_MAX, max_items=10
+    )
     async with asyncio.TaskGroup() as tg:
         leader = tg.create_task(b.call("x", 1))
         await asyncio.sleep(0)
@@ -187,8 +301,8 @@ async def test_interchangeable_results_go_to_the_callers_still_waiting(
     left: list[tuple[str, list[int]]] = []
     b: CallBatcher[str, int, int] = CallBatcher(
         execute,
-        idle=IDLE,
-        max_window=MAX,
+        idle=CALL_IDLE,
+        max_window=CALL_MAX,
         max_items=3,
         interchangeable=True,
         unclaimed=lambda bucket, rest: left.append((bucket, list(rest))),

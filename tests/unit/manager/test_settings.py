@@ -53,6 +53,8 @@ def test_defaults_are_upstreams():
     assert (s.instance_types_file_path, s.interruption_queue) == ("", "")
     assert s.cloud_provider == "kwok"
     assert s.kubeconfig == ""
+    # Ours: a burst's first batch closes 1 s after its first pod (the idle window's length).
+    assert s.batch_first_max_duration == 1.0
     # Upstream's fixed consolidation limits: multi-node 1 min, single-node 3 min.
     assert (s.multi_node_consolidation_timeout, s.single_node_consolidation_timeout) == (
         60.0,
@@ -71,6 +73,8 @@ def test_settings_are_frozen():
     [
         ({"BATCH_MAX_DURATION": "1m30s"}, "batch_max_duration", 90.0),
         ({"BATCH_IDLE_DURATION": "500ms"}, "batch_idle_duration", 0.5),
+        ({"BATCH_FIRST_MAX_DURATION": "250ms"}, "batch_first_max_duration", 0.25),
+        ({"BATCH_FIRST_MAX_DURATION": "1m"}, "batch_first_max_duration", 60.0),
         ({"KUBE_CLIENT_QPS": "50"}, "kube_client_qps", 50),
         ({"KUBE_CLIENT_BURST": "1000"}, "kube_client_burst", 1000),
         ({"LOG_LEVEL": "debug"}, "log_level", "debug"),
@@ -224,6 +228,16 @@ def test_duration_settings_keep_microseconds():
             'BATCH_MAX_DURATION="10": not a duration like 1s or 500ms',
         ),
         ([], {"BATCH_MAX_DURATION": "0s"}, 'BATCH_MAX_DURATION="0s": must be greater than 0'),
+        (
+            [],
+            {"BATCH_FIRST_MAX_DURATION": "0s"},
+            'BATCH_FIRST_MAX_DURATION="0s": must be greater than 0',
+        ),
+        (
+            ["--batch-first-max-duration=1"],
+            {},
+            '--batch-first-max-duration="1": not a duration like 1s or 500ms',
+        ),
         (
             ["--batch-idle-duration=x"],
             {},

@@ -194,3 +194,21 @@ def test_node_repair_runs_and_reports_only_with_its_feature_gate() -> None:
         },
     }
     assert [r.name for r in on.reflectors] == [r.name for r in off.reflectors]
+
+
+@pytest.mark.parametrize(
+    ("settings", "windows"),
+    [
+        (Settings(), (1.0, 10.0, 1.0)),
+        (
+            Settings(batch_idle_duration=2, batch_max_duration=20, batch_first_max_duration=20),
+            (2.0, 20.0, 20.0),
+        ),
+    ],
+)
+def test_the_provisioners_batcher_takes_the_three_batch_settings(
+    settings: Settings, windows: tuple[float, float, float]
+) -> None:
+    app = App(settings, KubeClient(KubeConfig(server="https://127.0.0.1:1")))
+    batcher = app.batcher
+    assert (batcher.idle, batcher.max_window, batcher.first_window) == windows

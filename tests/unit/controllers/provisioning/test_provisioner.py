@@ -16,12 +16,18 @@ from karpenter_py.kube import errors as kube_errors
 from karpenter_py.launcher.round import RoundRunner
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.catalog import kwok_catalog
-from karpenter_py.model.core import Pod
+from karpenter_py.model.core import Pod, node_from_dict
+from karpenter_py.model.labels import (
+    LABEL_NODE_INITIALIZED,
+    LABEL_NODE_REGISTERED,
+    TAINT_UNREGISTERED_KEY,
+)
 from karpenter_py.scheduling.fromstate import solve_input
 from karpenter_py.scheduling.inputs import SolveOptions
 from karpenter_py.state.cluster import KINDS, Cluster
 from tests import factories
 from tests.unit.fakes import FakeNodeAPI, FakeWriter
+from tests.virtualtime import run_virtual
 
 
 def nodepool(**spec: Any) -> NodePool:
@@ -36,11 +42,12 @@ def nodepool(**spec: Any) -> NodePool:
     )
 
 
-def pending(name: str, cpu: str = "1") -> Pod:
+def pending(name: str, cpu: str = "1", memory: str = "1Gi") -> Pod:
     return factories.pod(
         name,
         uid=f"uid-{name}",
         cpu=cpu,
+        memory=memory,
         owner=None,
         pending=True,
         tolerations=[{"key": "dedicated", "operator": "Exists"}],
@@ -305,3 +312,130 @@ async def test_a_pod_without_a_home_loses_its_older_plan() -> None:
 
     assert result.errors == 1
     assert cluster.pod_plans.target("default/p0") is None
+
+
+# ------------------------------------------------------------------ an early first round
+
+
+@pytest.mark.parametrize(
+    ("first_window", "rounds"),
+    [
+        # The first round takes what came in its first second; the second, at idle after the
+        # stream, places the rest (the first round's pods held on its NodeClaim).
+        (1.0, [(1.0, 3, 0, 1), (4.0, 9, 3, 1)]),
+        # Upstream's batching: one round once the stream has been idle for a second.
+        (None, [(4.0, 9, 0, 1)]),
+    ],
+)
+def test_a_stream_of_pods_launches_its_first_nodeclaim_after_the_first_window(
+    first_window: float | None, rounds: list[tuple[float, int, int, int]]
+) -> None:
+    """Nine pods arrive 0.375 s apart (3 s in all) on virtual time; each round as (loop time,
+    pods, pods held, NodeClaims created)."""
+
+    async def scenario() -> list[tuple[float, int, int, int]]:
+        loop = asyncio.get_running_loop()
+        cluster = synced_cluster(nodepool(), 0)
+        seen: list[tuple[float, int, int, int]] = []
+        p = Provisioner(
+            RoundRunner(
+                cluster=cluster,
+                writer=FakeWriter(),
+                cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
+                clock=FakeClock(),
+            ),
+            Batcher(idle=1.0, max_window=10.0, first_window=first_window),
+            observe=lambda r: seen.append((loop.time(), r.pods, r.held, len(r.created))),
+        )
+        async with asyncio.TaskGroup() as tg:
+            running = tg.create_task(p.run())
+            for i in range(9):
+                await asyncio.sleep(0.375 * i - loop.time())
+                pod = pending(f"p{i}", cpu="900m")
+                cluster.upsert_pod(pod)
+                p.on_pod(pod)
+            await asyncio.sleep(5)  # past the last round
+            running.cancel()
+        return seen
+
+    assert run_virtual(scenario) == rounds
+
+
+# ------------------------------------------------------------------ holds
+
+
+SMALL = [pending(f"s{i}", cpu="900m", memory="3100Mi") for i in range(4)]
+BIG = pending("big", cpu="3500m", memory="7Gi")
+
+
+@pytest.mark.parametrize(
+    ("hold", "second_claim", "held", "holds"),
+    [
+        # The round-1 pods stay on the NodeClaim sized for them; the big pod gets its own.
+        (
+            True,
+            {"cpu": "3500m", "memory": "7Gi", "pods": "1"},
+            4,
+            {"default/big": "default-00001"} | {f"default/s{i}": "default-00000" for i in range(4)},
+        ),
+        # As upstream: placed anew, largest first, the big pod takes the first NodeClaim's room
+        # and the four small pods need a second NodeClaim as large as the first.
+        (False, {"cpu": "3600m", "memory": "12400Mi", "pods": "4"}, 0, {}),
+    ],
+)
+async def test_a_round_packs_new_pods_around_those_held_on_capacity_in_flight(
+    hold: bool, second_claim: dict[str, str], held: int, holds: dict[str, str]
+) -> None:
+    cluster, writer = synced_cluster(nodepool(), 0), FakeWriter()
+    p = Provisioner(
+        RoundRunner(
+            cluster=cluster,
+            writer=writer,
+            cloud=KwokCloudProvider(FakeNodeAPI(), kwok_catalog()),
+            clock=FakeClock(),
+        ),
+        Batcher(idle=1.0, max_window=10.0),
+        hold=hold,
+    )
+    for pod in SMALL:
+        cluster.upsert_pod(pod)
+    first = await p.provision()
+    cluster.upsert_pod(BIG)
+    second = await p.provision()
+    assert (first.created, second.created) == (("default-00000",), ("default-00001",))
+    assert writer.created[0]["spec"]["resources"]["requests"] == {
+        "cpu": "3600m",
+        "memory": "12400Mi",
+        "pods": "4",
+    }
+    assert writer.created[1]["spec"]["resources"]["requests"] == second_claim
+    assert (second.pods, second.held, second.placed_on_existing) == (5, held, 4 if hold else 1)
+    assert p.holds == holds
+
+
+async def test_holds_end_when_the_node_is_initialized() -> None:
+    """Once the kube-scheduler may bind to the node, pods still pending are placed as upstream
+    places them: the initialized node is capacity like any other."""
+    cluster, writer = synced_cluster(nodepool(), 0), FakeWriter()
+    api = FakeNodeAPI()
+    cloud = KwokCloudProvider(api, kwok_catalog())
+    p = Provisioner(
+        RoundRunner(cluster=cluster, writer=writer, cloud=cloud, clock=FakeClock()),
+        Batcher(idle=1.0, max_window=10.0),
+    )
+    for pod in SMALL:
+        cluster.upsert_pod(pod)
+    (name,) = (await p.provision()).created
+    launched = await cloud.create(cluster.nodeclaims[name])
+    cluster.upsert_nodeclaim(launched)
+    # The kwok Node registers and initializes (what the nodeclaim lifecycle controller does).
+    body = api.nodes[launched.status.node_name or name]
+    body["spec"]["taints"] = [
+        t for t in body["spec"]["taints"] if t["key"] != TAINT_UNREGISTERED_KEY
+    ]
+    body["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    body["metadata"]["labels"] |= {LABEL_NODE_REGISTERED: "true", LABEL_NODE_INITIALIZED: "true"}
+    cluster.upsert_node(node_from_dict(body))
+    again = await p.provision()
+    assert (again.pods, again.held, again.placed_on_existing, again.created) == (4, 0, 4, ())
+    assert p.holds == {}
