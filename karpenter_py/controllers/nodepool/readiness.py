@@ -26,9 +26,12 @@ are), computed from the stored list so other condition types survive, and guarde
 resourceVersion it was computed from: a concurrent writer makes it a ``ConflictError`` and the
 work queue retries on fresher data.
 
-A NodePool that does not parse is not in ``Cluster.nodepools`` (the state sink records it in
-``Cluster.invalid``); for it the raw object is read from the API and only its conditions are
-written (no hash: there is no valid template to hash).
+A NodePool that does not parse (a bad field, or a duration past Go's ``time.Duration`` that the
+CRD pattern admits) is not in ``Cluster.nodepools`` (the state sink records it in
+``Cluster.invalid``), so provisioning and disruption skip it and serve every other pool; for it
+the raw object is read from the API and only its conditions are written (no hash: there is no
+valid template to hash), with a ``NodePoolValidationFailed`` Warning event the first time an
+error shows (when the stored condition does not carry it yet).
 
 Woken by NodePool upserts (:meth:`on_nodepool`) and by upserts and deletes of every NodeClass kind
 the provider supports (:meth:`on_nodeclass`); see :meth:`NodePoolReadiness.watches`. It waits for
@@ -50,6 +53,7 @@ from karpenter_py.controllers.conditions import conditions_patch, ready_rollup, 
 from karpenter_py.controllers.runtime import EVERY_NODECLASS, QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
+from karpenter_py.kube.events import WARNING, object_ref
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS
 from karpenter_py.launcher.persist import nodepool_hash
@@ -61,8 +65,10 @@ from karpenter_py.model.api.meta import (
 )
 from karpenter_py.model.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpenter_py.model.api.nodepool import (
+    API_VERSION,
     CONDITION_NODE_CLASS_READY,
     CONDITION_VALIDATION_SUCCEEDED,
+    KIND,
     NodePool,
 )
 from karpenter_py.model.labels import (
@@ -320,6 +326,7 @@ class NodePoolReadiness(QueueController):
             error = validation_message(err)
         else:
             return  # fixed since the cache saw it; the watch event will bring it back
+        self._report_invalid(key, raw, error)
         ref = raw_nodeclass_key(raw)
         desired = readiness_conditions(
             validation_error=error,
@@ -333,6 +340,25 @@ class NodePoolReadiness(QueueController):
             raw_conditions(raw),
             desired,
             generation if isinstance(generation, int) else None,
+        )
+
+    def _report_invalid(self, key: str, raw: KubeObject, error: str) -> None:
+        """A Warning event on the NodePool the first time this error is seen on it (the stored
+        ValidationSucceeded condition does not carry it yet), and a log line: the pool is left
+        out of provisioning and disruption until it is fixed."""
+        stored = next(
+            (c for c in raw_conditions(raw) if c.type == CONDITION_VALIDATION_SUCCEEDED), None
+        )
+        message = error[:MAX_MESSAGE]
+        if stored is not None and (stored.status, stored.message) == (CONDITION_FALSE, message):
+            return
+        log.warning("nodepool is invalid; it is skipped", extra={"nodepool": key, "error": error})
+        uid = metadata(raw).get("uid")
+        self.deps.recorder.record(
+            object_ref(API_VERSION, KIND, key, uid=uid if isinstance(uid, str) else None),
+            REASON_VALIDATION_FAILED,
+            message,
+            event_type=WARNING,
         )
 
     async def _write(
