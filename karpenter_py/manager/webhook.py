@@ -353,12 +353,16 @@ class WebhookServer(AsyncResource):
         answer = review_response(review, nodepools)
         return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
+    def application(self) -> web.Application:
+        """The ``POST /convert`` application :meth:`open` serves over TLS."""
+        app = web.Application()
+        app.router.add_post(CONVERT_PATH, self._convert)
+        return app
+
     async def open(self) -> None:
         if not self._loaded:
             raise RuntimeError("WebhookServer needs a certificate (use()) before it starts")
-        app = web.Application()
-        app.router.add_post(CONVERT_PATH, self._convert)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(self.application(), access_log=None)
         await runner.setup()
         self._runner = runner
         sock = listening_socket(self.host, self.port)
