@@ -48,12 +48,19 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from karpenter_py.controllers.conditions import (
+    MAX_MESSAGE,
+    conditions_patch,
+    raw_conditions,
+    ready_rollup,
+    report_unreadable,
+    set_conditions,
+)
 from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
-from karpenter_py.controllers.conditions import conditions_patch, ready_rollup, set_conditions
+from karpenter_py.controllers.conditions import validation_message as validation_message
 from karpenter_py.controllers.runtime import EVERY_NODECLASS, QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
-from karpenter_py.kube.events import WARNING, object_ref
 from karpenter_py.kube.objects import KubeObject, metadata
 from karpenter_py.kube.resources import NODECLAIMS, NODEPOOLS
 from karpenter_py.launcher.persist import nodepool_hash
@@ -65,10 +72,8 @@ from karpenter_py.model.api.meta import (
 )
 from karpenter_py.model.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpenter_py.model.api.nodepool import (
-    API_VERSION,
     CONDITION_NODE_CLASS_READY,
     CONDITION_VALIDATION_SUCCEEDED,
-    KIND,
     NodePool,
 )
 from karpenter_py.model.labels import (
@@ -87,7 +92,6 @@ REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
 
 # The conditions that roll up into Ready, in the order their names appear in Ready's message.
 READY_DEPENDENTS: Final = (CONDITION_VALIDATION_SUCCEEDED, CONDITION_NODE_CLASS_READY)
-MAX_MESSAGE: Final = 32768  # metav1.Condition.message limit
 INVALID_PREFIX: Final = "nodepools/"  # Cluster.invalid key prefix written by NodePoolSink
 
 
@@ -202,29 +206,6 @@ def nodeclaim_hash_migration(nc: NodeClaim, pool_hash: str) -> KubeObject | None
     return {"metadata": {"annotations": annotations}}
 
 
-def validation_message(err: ValidationError) -> str:
-    """Pydantic's errors as one line each (``loc: message``), without URLs and input echoes."""
-    lines = []
-    for e in err.errors(include_url=False, include_input=False):
-        loc = ".".join(str(p) for p in e["loc"])
-        msg = str(e["msg"]).removeprefix("Value error, ")
-        lines.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(lines)[:MAX_MESSAGE]
-
-
-def raw_conditions(obj: KubeObject) -> list[Condition]:
-    """The parseable ``status.conditions`` of a raw object."""
-    status = obj.get("status")
-    items = status.get("conditions") if isinstance(status, dict) else None
-    out = []
-    for item in items if isinstance(items, list) else []:
-        try:
-            out.append(Condition.model_validate(item))
-        except ValidationError:
-            continue
-    return out
-
-
 def nodeclass_identity(obj: KubeObject) -> tuple[str | None, str | None, str]:
     """(group, kind, name) of a NodeClass watch object; group/kind None when not on the object."""
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
@@ -326,39 +307,14 @@ class NodePoolReadiness(QueueController):
             error = validation_message(err)
         else:
             return  # fixed since the cache saw it; the watch event will bring it back
-        self._report_invalid(key, raw, error)
         ref = raw_nodeclass_key(raw)
         desired = readiness_conditions(
             validation_error=error,
             nodeclass=ref,
             nodeclass_ready=None if ref is None else self.deps.cluster.nodeclasses.get(ref),
         )
-        generation = meta.get("generation")
-        await self._write(
-            key,
-            str(meta.get("resourceVersion") or ""),
-            raw_conditions(raw),
-            desired,
-            generation if isinstance(generation, int) else None,
-        )
-
-    def _report_invalid(self, key: str, raw: KubeObject, error: str) -> None:
-        """A Warning event on the NodePool the first time this error is seen on it (the stored
-        ValidationSucceeded condition does not carry it yet), and a log line: the pool is left
-        out of provisioning and disruption until it is fixed."""
-        stored = next(
-            (c for c in raw_conditions(raw) if c.type == CONDITION_VALIDATION_SUCCEEDED), None
-        )
-        message = error[:MAX_MESSAGE]
-        if stored is not None and (stored.status, stored.message) == (CONDITION_FALSE, message):
-            return
-        log.warning("nodepool is invalid; it is skipped", extra={"nodepool": key, "error": error})
-        uid = metadata(raw).get("uid")
-        self.deps.recorder.record(
-            object_ref(API_VERSION, KIND, key, uid=uid if isinstance(uid, str) else None),
-            REASON_VALIDATION_FAILED,
-            message,
-            event_type=WARNING,
+        await report_unreadable(
+            self.deps, NODEPOOLS, raw, error, reason=REASON_VALIDATION_FAILED, desired=desired
         )
 
     async def _write(
