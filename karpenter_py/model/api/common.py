@@ -172,7 +172,12 @@ def parse_duration(text: str) -> timedelta:
         match = _GO_DURATION_PART.match(body, pos)
         if match is None or match.group(1) in ("", "."):
             raise ValueError(f"invalid duration {text!r}")
-        total += Decimal(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        try:
+            total += Decimal(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        except ArithmeticError:  # decimal.Overflow: digits past any context's exponent
+            raise ValueError(
+                f"invalid duration {text!r}: out of range (at most {MAX_DURATION})"
+            ) from None
         pos = match.end()
     nanoseconds = total * sign * 1_000_000_000
     if not _MIN_NANOSECONDS <= nanoseconds <= _MAX_NANOSECONDS:
