@@ -6,7 +6,13 @@ from karpenter_py.aio.batcher import Batcher, BatcherStatistics, CallBatcher
 from karpenter_py.aio.clock import Clock, FakeClock, RealClock
 from karpenter_py.aio.resource import AsyncResource
 from karpenter_py.aio.singleflight import SingleFlight
-from karpenter_py.aio.tasks import bounded, cancel_and_wait, checkpoint, gather_limited
+from karpenter_py.aio.tasks import (
+    bounded,
+    cancel_and_wait,
+    checkpoint,
+    gather_limited,
+    supervise,
+)
 from karpenter_py.aio.tokenbucket import TokenBucket
 
 __all__ = [
@@ -24,4 +30,5 @@ __all__ = [
     "cancel_and_wait",
     "checkpoint",
     "gather_limited",
+    "supervise",
 ]

@@ -3,7 +3,8 @@
 asyncio's cancellation is edge-triggered: once a timeout or cancel has fired, an ``await`` in a
 ``finally`` block is not interrupted again and can hang forever. Every cleanup step therefore
 gets its own bound (:func:`bounded`), and stopping a task waits for it without inheriting its
-exception (:func:`cancel_and_wait`).
+exception (:func:`cancel_and_wait`). A part whose failure must not end the TaskGroup it runs in
+is restarted instead (:func:`supervise`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+
+from karpenter_py.aio.backoff import Backoff
+from karpenter_py.aio.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -68,3 +72,31 @@ async def gather_limited(
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(one(item)) for item in items]
     return [t.result() for t in tasks]
+
+
+async def supervise(
+    what: str,
+    run: Callable[[], Awaitable[object]],
+    *,
+    clock: Clock,
+    backoff: Backoff | None = None,
+) -> None:
+    """Run ``run()`` until it returns, starting it again after each failure, so that a part
+    whose failure must not end its siblings can share their TaskGroup.
+
+    A failure is logged with its traceback (``<what> failed; restarting in <n>s``) and the next
+    start waits a back-off on ``clock`` (``Backoff()``: 0.8 s doubling to 30 s, jittered), which
+    starts over after a run that lasted longer than its longest delay. Cancellation propagates.
+    """
+    delays = backoff if backoff is not None else Backoff()
+    while True:
+        started = clock.monotonic()
+        try:
+            await run()
+            return
+        except Exception:
+            if clock.monotonic() - started > delays.maximum:
+                delays.reset()
+            delay = delays.next()
+            log.exception("%s failed; restarting in %.1fs", what, delay)
+        await clock.sleep(delay)

@@ -15,6 +15,7 @@ from typing import Any
 
 from karpenter_py.aio.batcher import Batcher
 from karpenter_py.aio.clock import Clock, RealClock
+from karpenter_py.aio.tasks import supervise
 from karpenter_py.cloudprovider.aws.nodeclass import NodeClassResolver
 from karpenter_py.cloudprovider.kwok import KwokCloudProvider
 from karpenter_py.cloudprovider.protocol import CloudProvider
@@ -347,15 +348,10 @@ class App:
             )
             if s.webhook_port:
                 # Every replica answers conversions (the API server calls whichever it reaches).
+                # Restarted when it fails: v1beta1 clients wait, provisioning and disruption not.
                 tg.create_task(
-                    webhook.serve(
-                        self.client,
-                        webhook.WebhookConfig(
-                            namespace=s.leader_election_namespace,
-                            service=s.webhook_service_name,
-                            port=s.webhook_port,
-                        ),
-                        host=host,
+                    supervise(
+                        "conversion webhook", lambda: self.run_webhook(host), clock=self.clock
                     )
                 )
             tg.create_task(self.run_informers())
@@ -383,6 +379,15 @@ class App:
             await leadership.wait_for_leadership()
             log.info("leading: starting decision workers")
             tg.create_task(self.run_decisions())
+
+    async def run_webhook(self, host: str) -> None:
+        s = self.settings
+        config = webhook.WebhookConfig(
+            namespace=s.leader_election_namespace,
+            service=s.webhook_service_name,
+            port=s.webhook_port,
+        )
+        await webhook.serve(self.client, config, host=host)
 
     def disruption_report(self) -> dict[str, Any]:
         """``/debug/disruption``: the disruption controller's last decision and, with node

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
@@ -35,6 +37,39 @@ class CertBundle:
 def not_after(cert_pem: bytes) -> dt.datetime:
     """When a PEM certificate expires (UTC)."""
     return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
+
+
+def _spki(key: PublicKeyTypes) -> bytes:
+    return key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def check_bundle(bundle: CertBundle) -> None:
+    """Raise ValueError (saying what is wrong) unless the bundle can serve and be trusted: the
+    serving certificate parses, the key is an unencrypted PEM private key of that certificate,
+    and one of the CA certificates issued it."""
+    try:
+        cert = x509.load_pem_x509_certificate(bundle.cert_pem)
+    except ValueError as err:
+        raise ValueError(f"tls.crt: {err}") from None
+    try:
+        key = serialization.load_pem_private_key(bundle.key_pem, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as err:
+        raise ValueError(f"tls.key: {err}") from None
+    if _spki(key.public_key()) != _spki(cert.public_key()):
+        raise ValueError("tls.key is not the key of tls.crt")
+    try:
+        cas = x509.load_pem_x509_certificates(bundle.ca_pem)
+    except ValueError as err:
+        raise ValueError(f"ca.crt: {err}") from None
+    for ca in cas:
+        try:
+            cert.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return
+    raise ValueError("no certificate in ca.crt issued tls.crt")
 
 
 def _name(common_name: str) -> x509.Name:

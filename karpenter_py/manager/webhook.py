@@ -44,7 +44,7 @@ from karpenter_py.kube import KubeClient
 from karpenter_py.kube.errors import AlreadyExistsError, ConflictError, KubeError, NotFoundError
 from karpenter_py.kube.objects import KubeObject
 from karpenter_py.kube.resources import NODEPOOLS, Resource
-from karpenter_py.manager.certs import CertBundle, make_bundle, not_after
+from karpenter_py.manager.certs import CertBundle, check_bundle, make_bundle
 from karpenter_py.manager.listener import listening_socket
 from karpenter_py.model.api.conversionreview import (
     ReviewError,
@@ -127,7 +127,9 @@ def _b64(data: KubeObject, key: str) -> bytes:
 
 
 def bundle_of(secret: KubeObject) -> CertBundle | None:
-    """The bundle a Secret holds, or None when it holds no readable one."""
+    """The bundle a Secret holds, or None when it holds none the server could serve and the
+    API server trust (see :func:`~karpenter_py.manager.certs.check_bundle`; the server's own
+    TLS library must load it too)."""
     data = secret.get("data")
     if not isinstance(data, dict):
         return None
@@ -137,8 +139,10 @@ def bundle_of(secret: KubeObject) -> CertBundle | None:
             cert_pem=_b64(data, "tls.crt"),
             key_pem=_b64(data, "tls.key"),
         )
-        not_after(bundle.cert_pem)
-    except ValueError:
+        check_bundle(bundle)
+        _load(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), bundle)
+    except (ValueError, ssl.SSLError) as err:
+        log.warning("webhook certificate Secret is unusable: %s", err)
         return None
     return bundle
 
@@ -247,12 +251,14 @@ class CertController:
             log.info("CRD %s: conversion webhook CA bundle published", name)
 
     async def reconcile(self) -> CertBundle:
-        """One pass: the Secret holds a fresh bundle, the CRDs trust it, the server uses it."""
+        """One pass: the Secret holds a fresh bundle, the CRDs trust it, the server uses it.
+        The bundle is ``current`` only once ``on_change`` took it: a server that failed to load
+        it is handed it again on the next pass."""
         bundle = await self._ensure_secret()
         await self._publish(bundle)
         if bundle != self.current:
-            self.current = bundle
             self.on_change(bundle)
+            self.current = bundle
         return bundle
 
     def next_check(self, bundle: CertBundle) -> float:
@@ -347,12 +353,16 @@ class WebhookServer(AsyncResource):
         answer = review_response(review, nodepools)
         return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
+    def application(self) -> web.Application:
+        """The ``POST /convert`` application :meth:`open` serves over TLS."""
+        app = web.Application()
+        app.router.add_post(CONVERT_PATH, self._convert)
+        return app
+
     async def open(self) -> None:
         if not self._loaded:
             raise RuntimeError("WebhookServer needs a certificate (use()) before it starts")
-        app = web.Application()
-        app.router.add_post(CONVERT_PATH, self._convert)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(self.application(), access_log=None)
         await runner.setup()
         self._runner = runner
         sock = listening_socket(self.host, self.port)

@@ -91,11 +91,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False, separators=(",", ":"))
 
 
+# Loggers that would print secrets at DEBUG: the AWS SDK and its HTTP stack write request
+# headers (the Authorization header names the access key id, X-Amz-Security-Token carries the
+# session token) and request parameters and bodies (launch template user data).
+SECRET_BEARING_LOGGERS: Final = ("botocore", "aiobotocore", "boto3", "urllib3", "s3transfer")
+_NOISY_LOGGERS: Final = ("aiohttp.access", "aiohttp.server", "asyncio")
+
+
 def configure_logging(level: str | int = "info", *, stream: IO[str] | None = None) -> None:
     """Send every log record to ``stream`` (default stdout) as JSON lines at ``level``.
 
     Idempotent: calling it again replaces the handler it installed before (tests, reloads).
-    Noisy third-party loggers are held at WARN unless ``level`` is debug.
+    Noisy third-party loggers are held at WARN unless ``level`` is debug; the
+    ``SECRET_BEARING_LOGGERS`` too, and at debug they stay at INFO: no level lets them print
+    a secret.
     """
     numeric = level if isinstance(level, int) else level_from_setting(level)
     root = logging.getLogger()
@@ -108,8 +117,10 @@ def configure_logging(level: str | int = "info", *, stream: IO[str] | None = Non
     root.addHandler(handler)
     root.setLevel(numeric)
     quiet = logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING
-    for name in ("aiohttp.access", "aiohttp.server", "asyncio", "botocore", "aiobotocore"):
+    for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(max(numeric, quiet))
+    for name in SECRET_BEARING_LOGGERS:
+        logging.getLogger(name).setLevel(max(numeric, quiet, logging.INFO))
 
 
 class BoundLogger(logging.LoggerAdapter[logging.Logger]):

@@ -49,6 +49,9 @@ SPOT_WARNING_LEAD: Final = timedelta(minutes=2)
 MAX_BODY_CHARS: Final = 262_144
 
 _INSTANCE_ID = re.compile(r"i-[0-9a-zA-Z]{1,32}")
+# The timestamps a message may carry (see _opt_time).
+_EARLIEST: Final = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
+_LATEST: Final = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
 
 
 class MessageKind(StrEnum):
@@ -330,6 +333,8 @@ def _instance_id(obj: dict[str, Any], key: str, where: str) -> str:
 
 
 def _opt_time(obj: dict[str, Any], key: str, where: str) -> datetime | None:
+    """A timestamp, in UTC. One a day or less from either end of what a datetime holds is out of
+    range: the times of action computed from it (``SPOT_WARNING_LEAD`` later) must exist."""
     text = _opt_str(obj, key, where)
     if not text:
         return None
@@ -338,7 +343,13 @@ def _opt_time(obj: dict[str, Any], key: str, where: str) -> datetime | None:
     except ValueError:
         raise MessageParseError(f"{where}.{key} {_clip(text)!r} is not a timestamp") from None
     # EventBridge writes UTC with a Z; a zoneless time is read the same way.
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    try:
+        utc = parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    except OverflowError:  # the offset moves it past year 1 or 9999
+        utc = None
+    if utc is None or not _EARLIEST <= utc <= _LATEST:
+        raise MessageParseError(f"{where}.{key} {_clip(text)!r} is out of range")
+    return utc
 
 
 def _kind(value: Any) -> str:

@@ -20,8 +20,10 @@ class costs at most one status write per pass:
   templates and Karpenter-made instance profile are deleted and the finalizer removed.
 
 Status is written through the ``status`` subresource with a merge patch guarded by the
-resourceVersion it was computed from; nothing is written when nothing changed. Objects that do
-not parse are logged and skipped.
+resourceVersion it was computed from; nothing is written when nothing changed. A class that
+does not parse is skipped (the provider launches nothing with it either): it gets
+``ValidationSucceeded`` False with reason ``EC2NodeClassValidationFailed`` and the errors,
+``Ready`` False, and a Warning event the first time an error shows.
 
 Construction: ``NodeClassStatus(client, cluster, resolver, recorder, clock=..., metrics=...)`` with
 ``NodeClassResolver(clients, cluster_name, kubernetes_version=KubernetesVersion(client,
@@ -44,7 +46,12 @@ from karpenter_py.aio.singleflight import SingleFlight
 from karpenter_py.cloudprovider.aws.clients import is_aws_error
 from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver, ResolvedNodeClass
 from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
-from karpenter_py.controllers.conditions import ready_rollup, set_conditions
+from karpenter_py.controllers.conditions import (
+    ready_rollup,
+    report_unreadable,
+    set_conditions,
+    validation_message,
+)
 from karpenter_py.controllers.runtime import Deps, QueueController, Result, Watch
 from karpenter_py.kube.client import KubeClient, PatchType
 from karpenter_py.kube.errors import NotFoundError
@@ -83,6 +90,7 @@ READY_DEPENDENTS: Final = (
 )
 REQUEUE_SECONDS: Final = 60.0
 WAIT_SECONDS: Final = 10.0  # re-check of a deleting class still referenced by NodeClaims
+REASON_VALIDATION_FAILED: Final = "EC2NodeClassValidationFailed"  # a class that does not parse
 VERSION_TTL: Final = 300.0
 
 
@@ -278,8 +286,13 @@ class NodeClassStatus(QueueController):
         try:
             nodeclass = EC2NodeClass.model_validate(raw)
         except ValidationError as err:
-            log.warning(
-                "skipping unparsable ec2nodeclass", extra={"ec2nodeclass": key, "error": str(err)}
+            # Nothing launches with it (the provider skips it too): say why on the object.
+            await report_unreadable(
+                self.deps,
+                EC2NODECLASSES,
+                raw,
+                validation_message(err),
+                reason=REASON_VALIDATION_FAILED,
             )
             return None
         if nodeclass.metadata.deletion_timestamp is not None:

@@ -7,7 +7,9 @@ resolution is ``scheduling.overlays.resolve_overlays``, the very function the de
 their instance types through, so the status says exactly which overlays the provisioner and
 disruption apply: True when applied; False with reason ``Conflict`` when an overlay of the same
 weight already set a price or resource it sets (it is applied nowhere), or ``RuntimeValidation``
-with the problem when its requirements fail upstream's run-time checks.
+with the problem when its requirements fail upstream's run-time checks, or when the overlay
+does not parse at all (then it is in no decision's set; a Warning event says so the first time
+an error shows).
 
 Woken by NodeOverlay, NodePool and NodeClass changes (one key: the whole set is resolved each
 time) and every 6 hours as upstream (instance types change under it: prices, new types).
@@ -19,11 +21,15 @@ import logging
 from collections.abc import Sequence
 from typing import Final
 
+from pydantic import ValidationError
+
 from karpenter_py.controllers.conditions import (
     DesiredCondition,
     conditions_patch,
     ready_rollup,
+    report_unreadable,
     set_conditions,
+    validation_message,
 )
 from karpenter_py.controllers.runtime import EVERY_NODECLASS, QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
@@ -45,6 +51,7 @@ from karpenter_py.scheduling.overlays import (
 log = logging.getLogger("karpenter.nodeoverlay")
 
 KEY: Final = "nodeoverlays"  # the one work item: every overlay is resolved together
+INVALID_PREFIX: Final = "nodeoverlays/"  # Cluster.invalid key prefix written by NodeOverlaySink
 RESYNC_SECONDS: Final = 6 * 3600.0  # upstream's requeue
 
 
@@ -94,7 +101,27 @@ class NodeOverlayStatus(QueueController):
         outcome = resolve_overlays(overlays.values(), pools, types)
         for name, overlay in overlays.items():
             await self._write(overlay, overlay_conditions(name, outcome))
+        for key in [k for k in cluster.invalid if k.startswith(INVALID_PREFIX)]:
+            await self._report_unreadable(key.removeprefix(INVALID_PREFIX))
         return Result(requeue_after=RESYNC_SECONDS)
+
+    async def _report_unreadable(self, name: str) -> None:
+        """An overlay that does not parse is applied nowhere: say why on it (read afresh, it
+        may have been fixed or deleted since the cache saw it)."""
+        try:
+            raw = await self.deps.client.get(NODEOVERLAYS, name)
+        except NotFoundError:
+            return
+        try:
+            NodeOverlay.model_validate(raw)
+        except ValidationError as err:
+            await report_unreadable(
+                self.deps,
+                NODEOVERLAYS,
+                raw,
+                validation_message(err),
+                reason=REASON_RUNTIME_VALIDATION,
+            )
 
     async def _write(self, overlay: NodeOverlay, desired: Sequence[DesiredCondition]) -> None:
         meta = overlay.metadata

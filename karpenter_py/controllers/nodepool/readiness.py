@@ -26,9 +26,12 @@ are), computed from the stored list so other condition types survive, and guarde
 resourceVersion it was computed from: a concurrent writer makes it a ``ConflictError`` and the
 work queue retries on fresher data.
 
-A NodePool that does not parse is not in ``Cluster.nodepools`` (the state sink records it in
-``Cluster.invalid``); for it the raw object is read from the API and only its conditions are
-written (no hash: there is no valid template to hash).
+A NodePool that does not parse (a bad field, or a duration past Go's ``time.Duration`` that the
+CRD pattern admits) is not in ``Cluster.nodepools`` (the state sink records it in
+``Cluster.invalid``), so provisioning and disruption skip it and serve every other pool; for it
+the raw object is read from the API and only its conditions are written (no hash: there is no
+valid template to hash), with a ``NodePoolValidationFailed`` Warning event the first time an
+error shows (when the stored condition does not carry it yet).
 
 Woken by NodePool upserts (:meth:`on_nodepool`) and by upserts and deletes of every NodeClass kind
 the provider supports (:meth:`on_nodeclass`); see :meth:`NodePoolReadiness.watches`. It waits for
@@ -45,8 +48,16 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from karpenter_py.controllers.conditions import (
+    MAX_MESSAGE,
+    conditions_patch,
+    raw_conditions,
+    ready_rollup,
+    report_unreadable,
+    set_conditions,
+)
 from karpenter_py.controllers.conditions import DesiredCondition as DesiredCondition  # re-exported
-from karpenter_py.controllers.conditions import conditions_patch, ready_rollup, set_conditions
+from karpenter_py.controllers.conditions import validation_message as validation_message
 from karpenter_py.controllers.runtime import EVERY_NODECLASS, QueueController, Result, Watch
 from karpenter_py.kube.client import PatchType
 from karpenter_py.kube.errors import NotFoundError
@@ -81,7 +92,6 @@ REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
 
 # The conditions that roll up into Ready, in the order their names appear in Ready's message.
 READY_DEPENDENTS: Final = (CONDITION_VALIDATION_SUCCEEDED, CONDITION_NODE_CLASS_READY)
-MAX_MESSAGE: Final = 32768  # metav1.Condition.message limit
 INVALID_PREFIX: Final = "nodepools/"  # Cluster.invalid key prefix written by NodePoolSink
 
 
@@ -196,29 +206,6 @@ def nodeclaim_hash_migration(nc: NodeClaim, pool_hash: str) -> KubeObject | None
     return {"metadata": {"annotations": annotations}}
 
 
-def validation_message(err: ValidationError) -> str:
-    """Pydantic's errors as one line each (``loc: message``), without URLs and input echoes."""
-    lines = []
-    for e in err.errors(include_url=False, include_input=False):
-        loc = ".".join(str(p) for p in e["loc"])
-        msg = str(e["msg"]).removeprefix("Value error, ")
-        lines.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(lines)[:MAX_MESSAGE]
-
-
-def raw_conditions(obj: KubeObject) -> list[Condition]:
-    """The parseable ``status.conditions`` of a raw object."""
-    status = obj.get("status")
-    items = status.get("conditions") if isinstance(status, dict) else None
-    out = []
-    for item in items if isinstance(items, list) else []:
-        try:
-            out.append(Condition.model_validate(item))
-        except ValidationError:
-            continue
-    return out
-
-
 def nodeclass_identity(obj: KubeObject) -> tuple[str | None, str | None, str]:
     """(group, kind, name) of a NodeClass watch object; group/kind None when not on the object."""
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
@@ -326,13 +313,8 @@ class NodePoolReadiness(QueueController):
             nodeclass=ref,
             nodeclass_ready=None if ref is None else self.deps.cluster.nodeclasses.get(ref),
         )
-        generation = meta.get("generation")
-        await self._write(
-            key,
-            str(meta.get("resourceVersion") or ""),
-            raw_conditions(raw),
-            desired,
-            generation if isinstance(generation, int) else None,
+        await report_unreadable(
+            self.deps, NODEPOOLS, raw, error, reason=REASON_VALIDATION_FAILED, desired=desired
         )
 
     async def _write(

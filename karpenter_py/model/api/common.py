@@ -102,10 +102,30 @@ class Pattern:
         return out
 
 
-Duration = Annotated[str, Pattern(DURATION_PATTERN, "a duration such as '30s', '10m' or '1h30m'")]
+class DurationPattern(Pattern):
+    """A :class:`Pattern` for Go durations that also holds the value to what Go can read.
+
+    The CRD patterns admit any number of digits; Go's ``time.ParseDuration`` (and so upstream's
+    decoding of the object) refuses a duration longer than ``time.Duration`` holds, about 292
+    years. Such a value is invalid here too, with a message saying so, rather than an overflow
+    wherever it is first used. ``Never`` (where the pattern admits it) is not a duration.
+    """
+
+    def _validate(self, value: str) -> str:
+        value = super()._validate(value)
+        if value != NEVER:
+            parse_duration(value)  # ValueError when out of range
+        return value
+
+
+Duration = Annotated[
+    str, DurationPattern(DURATION_PATTERN, "a duration such as '30s', '10m' or '1h30m'")
+]
 NillableDuration = Annotated[
     str,
-    Pattern(NILLABLE_DURATION_PATTERN, "a duration such as '30s', '10m', '720h' or 'Never'"),
+    DurationPattern(
+        NILLABLE_DURATION_PATTERN, "a duration such as '30s', '10m', '720h' or 'Never'"
+    ),
 ]
 
 
@@ -125,8 +145,18 @@ _UNIT_SECONDS: Final = {
 }
 
 
+# Go's time.Duration: an int64 of nanoseconds.
+_MAX_NANOSECONDS: Final = 2**63 - 1
+_MIN_NANOSECONDS: Final = -(2**63)
+MAX_DURATION: Final = "2562047h47m16.854775807s"  # _MAX_NANOSECONDS as Go prints it
+
+
 def parse_duration(text: str) -> timedelta:
-    """Parse a Go duration string ("720h", "1h30m", "1.5s", "-2m", "0") like time.ParseDuration."""
+    """Parse a Go duration string ("720h", "1h30m", "1.5s", "-2m", "0") like time.ParseDuration.
+
+    Raises ValueError for what Go refuses, including a duration past ``time.Duration``'s range
+    (``MAX_DURATION`` either way).
+    """
     body = text
     sign = 1
     if body[:1] in ("+", "-"):
@@ -142,8 +172,16 @@ def parse_duration(text: str) -> timedelta:
         match = _GO_DURATION_PART.match(body, pos)
         if match is None or match.group(1) in ("", "."):
             raise ValueError(f"invalid duration {text!r}")
-        total += Decimal(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        try:
+            total += Decimal(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        except ArithmeticError:  # decimal.Overflow: digits past any context's exponent
+            raise ValueError(
+                f"invalid duration {text!r}: out of range (at most {MAX_DURATION})"
+            ) from None
         pos = match.end()
+    nanoseconds = total * sign * 1_000_000_000
+    if not _MIN_NANOSECONDS <= nanoseconds <= _MAX_NANOSECONDS:
+        raise ValueError(f"invalid duration {text!r}: out of range (at most {MAX_DURATION})")
     return timedelta(seconds=float(total)) * sign
 
 

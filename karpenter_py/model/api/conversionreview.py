@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from typing import Final, cast
 
-from karpenter_py.model.api.convert import ConversionError, NodePools, convert, nodepool_needed
+from karpenter_py.model.api.convert import (
+    ConversionError,
+    NodePools,
+    convert,
+    json_problem,
+    nodepool_needed,
+)
 
 JSON = dict[str, object]
 
@@ -23,7 +29,8 @@ REVIEW_KIND: Final = "ConversionReview"
 
 
 class ReviewError(ValueError):
-    """The body is not a ConversionReview request (answered with HTTP 400)."""
+    """The body is not a ConversionReview request, or nests deeper than conversion goes
+    (``convert.MAX_NESTING``): answered with HTTP 400."""
 
 
 def _request_of(review: object) -> JSON:
@@ -38,6 +45,9 @@ def _request_of(review: object) -> JSON:
     request = body.get("request")
     if not isinstance(request, dict) or not isinstance(request.get("uid"), str):
         raise ReviewError("ConversionReview has no request.uid")
+    problem = json_problem(body)
+    if problem is not None:
+        raise ReviewError(f"ConversionReview {problem}")
     return cast(JSON, request)
 
 

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, cast
 
@@ -111,6 +112,39 @@ class ConversionError(ValueError):
     """The object cannot be converted (unknown kind or version, or no equivalent form)."""
 
 
+# How deep a JSON value conversion takes: real objects nest about ten levels; conversion walks
+# them recursively (copies, the v1-fields diff), so a bound keeps a crafted body from running
+# Python out of stack.
+MAX_NESTING: Final = 100
+# The integers JSON carries through the webhook (orjson's range: int64 and uint64).
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**64 - 1
+
+
+def json_problem(value: object, limit: int = MAX_NESTING) -> str | None:
+    """Why a decoded JSON value cannot be converted and sent back, or None: it nests deeper
+    than ``limit`` containers, or holds an integer outside the 64-bit range or a number that is
+    not finite (``1e400``). Iterative, so any depth is safe to ask about."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children: Iterable[object]
+        if isinstance(node, dict):
+            children = cast(JSON, node).values()
+        elif isinstance(node, list):
+            children = cast(list[object], node)
+        else:
+            if isinstance(node, int) and not _INT_MIN <= node <= _INT_MAX:
+                return f"{node} is outside the 64-bit integer range"
+            if isinstance(node, float) and not math.isfinite(node):
+                return f"{node} is not a finite number"
+            continue
+        if depth > limit:
+            return f"nests deeper than {limit} levels"
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Converted:
     """A converted object and one line per rule that changed something."""
@@ -136,6 +170,9 @@ def _annotations(obj: JSON) -> dict[str, str]:
         meta["annotations"] = ann
     if not isinstance(ann, dict):
         raise ConversionError("metadata.annotations is not an object")
+    for key, value in cast(JSON, ann).items():
+        if not isinstance(value, str):
+            raise ConversionError(f"metadata.annotations[{key!r}] is not a string")
     return cast(dict[str, str], ann)
 
 
@@ -145,15 +182,25 @@ def _drop_empty_annotations(obj: JSON) -> None:
         del meta["annotations"]
 
 
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _pop_json_annotation(obj: JSON, key: str) -> object:
     ann = _annotations(obj)
     text = ann.pop(key, None)
     if text is None:
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ConversionError(f"annotation {key} is not valid JSON: it nests too deep") from None
+    except ValueError as err:  # json.JSONDecodeError too
         raise ConversionError(f"annotation {key} is not valid JSON: {err}") from None
+    problem = json_problem(value)
+    if problem is not None:
+        raise ConversionError(f"annotation {key}: {problem}")
+    return value
 
 
 def _split_api_version(api_version: str) -> str:
@@ -454,7 +501,10 @@ def _ec2nodeclass_to_v1(obj: JSON, changes: list[str], _pools: NodePools) -> JSO
 
 def _ec2nodeclass_to_v1beta1(obj: JSON) -> JSON:
     spec = _obj(obj.get("spec"))
-    terms = [_obj(t) for t in cast(list[object], spec.get("amiSelectorTerms") or [])]
+    raw_terms = spec.get("amiSelectorTerms") or []
+    if not isinstance(raw_terms, list):
+        raise ConversionError("spec.amiSelectorTerms is not a list")
+    terms = [_obj(t) for t in cast(list[object], raw_terms)]
     alias = next((str(t["alias"]) for t in terms if "alias" in t), None)
     ubuntu = _annotations(obj).pop(UBUNTU_ANNOTATION, None)
     if alias is not None:

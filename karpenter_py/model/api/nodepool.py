@@ -26,6 +26,7 @@ from karpenter_py.model.api.common import (
     MAX_LABELS,
     MAX_REQUIREMENTS,
     REQUIREMENTS_CEL,
+    DurationPattern,
     LabelValue,
     NillableDuration,
     NodeClaimSpecBase,
@@ -183,7 +184,7 @@ class Budget(KubeModel):
     duration: (
         Annotated[
             str,
-            Pattern(
+            DurationPattern(
                 BUDGET_DURATION_PATTERN, "a duration in hours and/or minutes such as '30m' or '8h'"
             ),
         ]

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from karpenter_py.aio import bounded, cancel_and_wait, gather_limited
+from karpenter_py.aio import Backoff, FakeClock, bounded, cancel_and_wait, gather_limited, supervise
 
 
 async def test_bounded_returns_false_on_timeout_and_true_otherwise():
@@ -76,3 +76,50 @@ async def test_gather_limited_runs_at_most_limit_and_keeps_the_items_order(
 async def test_gather_limited_refuses_a_limit_below_one() -> None:
     with pytest.raises(ValueError, match="limit must be at least 1, got 0"):
         await gather_limited([1], asyncio.sleep, limit=0)
+
+
+@pytest.mark.parametrize(
+    ("lifetimes", "starts"),
+    [
+        # Failing at once: 1 s, 2 s, 4 s, 4 s (the cap) between starts; the fifth run returns.
+        ([0, 0, 0, 0, None], [0, 1, 3, 7, 11]),
+        # A run that lasted longer than the longest delay starts the back-off over.
+        ([0, 0, 10, 0, None], [0, 1, 3, 14, 16]),
+    ],
+)
+async def test_supervise_restarts_a_failing_run_after_a_back_off(
+    lifetimes: list[float | None], starts: list[float]
+) -> None:
+    clock = FakeClock()
+    started: list[float] = []
+
+    async def run() -> None:
+        started.append(clock.monotonic())
+        lifetime = lifetimes[len(started) - 1]
+        if lifetime is None:
+            return
+        if lifetime:
+            await clock.sleep(lifetime)
+        raise RuntimeError("broken")
+
+    backoff = Backoff(initial=1, maximum=4, jitter=0)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(supervise("part", run, clock=clock, backoff=backoff))
+        while not task.done():
+            for _ in range(10):  # let it reach its next sleep before time moves on
+                await asyncio.sleep(0)
+            clock.step(1)
+    assert started == starts
+
+
+async def test_supervise_lets_cancellation_through() -> None:
+    clock = FakeClock()
+
+    async def run() -> None:
+        await asyncio.Event().wait()
+
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(supervise("part", run, clock=clock))
+        await asyncio.sleep(0)
+        task.cancel()
+    assert task.cancelled()

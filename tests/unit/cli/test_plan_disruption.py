@@ -630,6 +630,42 @@ def test_input_errors_name_file_document_and_field(
     assert err.count("\n") == 1
 
 
+HUGE = "99999999999999999999h"  # passes the CRD pattern, past Go's time.Duration
+
+
+@pytest.mark.parametrize(
+    ("bad_pool", "field"),
+    [
+        (pool("bad", consolidate_after=HUGE), "spec.disruption.consolidateAfter"),
+        (
+            nodepool(
+                "bad",
+                disruption={
+                    "consolidateAfter": "30s",
+                    "budgets": [{"nodes": "1", "schedule": "@daily", "duration": HUGE}],
+                },
+            ),
+            "spec.disruption.budgets[0].duration",
+        ),
+    ],
+    ids=["consolidateAfter", "budget-duration"],
+)
+def test_an_unreadable_nodepool_is_named_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+    write: Writer,
+    kwok: str,
+    bad_pool: dict[str, Any],
+    field: str,
+) -> None:
+    path = write(pool(), *managed("a"), bad_pool, *managed("b", pool="bad"))
+    code, out, err = run(capsys, "-f", path, "--instance-types", kwok, "--now", NOW)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: {path}: document 4 (NodePool bad): {field}: invalid duration {HUGE!r}: "
+        f"out of range (at most 2562047h47m16.854775807s) (got {HUGE!r})\n"
+    )
+
+
 def test_bad_now_and_now_without_disruption(
     capsys: pytest.CaptureFixture[str], write: Writer
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import operator
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,7 +15,14 @@ import pytest
 from karpenter_py.kube.errors import TransportError
 from karpenter_py.manager.certs import CertBundle, make_bundle, not_after
 from karpenter_py.manager.settings import load_settings
-from karpenter_py.manager.webhook import WebhookConfig, WebhookServer, bundle_of
+from karpenter_py.manager.webhook import (
+    SECRETS,
+    CertController,
+    WebhookConfig,
+    WebhookServer,
+    bundle_of,
+)
+from tests.unit.fakes import FakeKube
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
@@ -195,3 +203,88 @@ async def test_server_gives_v1beta1_nodeclaims_their_nodepool_expiry() -> None:
                 },
             }
     assert asked == ["default", "gone", "unreachable"]
+
+
+# ----------------------------------------------------------------------------- an unusable Secret
+
+# Valid for a year from now: nothing here is due for rotation, only unusable.
+STALE = make_bundle(["127.0.0.1"], now=dt.datetime.now(dt.UTC), validity=dt.timedelta(days=365))
+OTHER = make_bundle(["127.0.0.1"], now=dt.datetime.now(dt.UTC), validity=dt.timedelta(days=365))
+REVIEW = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "ConversionReview",
+    "request": {"uid": "u", "desiredAPIVersion": "karpenter.sh/v1", "objects": []},
+}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _secret(ca: bytes, cert: bytes, key: bytes) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "karpenter-cert", "namespace": "kp"},
+        "type": "kubernetes.io/tls",
+        "data": {"ca.crt": _b64(ca), "tls.crt": _b64(cert), "tls.key": _b64(key)},
+    }
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        _secret(STALE.ca_pem, STALE.cert_pem, b"\x00garbage key bytes\xff"),
+        _secret(STALE.ca_pem, STALE.cert_pem, b"-----BEGIN PRIVATE KEY-----\nAAAA\n"),
+        _secret(STALE.ca_pem, STALE.cert_pem, OTHER.key_pem),  # not the certificate's key
+        _secret(b"not a certificate", STALE.cert_pem, STALE.key_pem),
+        _secret(OTHER.ca_pem, STALE.cert_pem, STALE.key_pem),  # a CA that did not sign it
+    ],
+    ids=["garbage-key", "truncated-key", "other-key", "garbage-ca", "other-ca"],
+)
+async def test_an_unusable_secret_is_regenerated_and_served(secret: dict[str, Any]) -> None:
+    assert bundle_of(secret) is None
+    client = FakeKube((SECRETS, secret))
+    server = WebhookServer(host="127.0.0.1", port=0)
+    controller = CertController(
+        client,
+        WebhookConfig(namespace="kp", url="https://127.0.0.1:8443/convert", crds=()),
+        on_change=server.use,
+        now=lambda: dt.datetime.now(dt.UTC),
+    )
+
+    bundle = await controller.reconcile()
+
+    assert bundle not in (STALE, OTHER)
+    assert controller.current == bundle
+    assert bundle_of(client.stored(SECRETS, "karpenter-cert", "kp")) == bundle
+    assert [c.verb for c in client.calls] == ["get", "update"]
+    async with server, aiohttp.ClientSession() as session:
+        url = f"https://127.0.0.1:{server.port}/convert"
+        async with session.post(url, json=REVIEW, ssl=_client_ssl(bundle)) as resp:
+            assert resp.status == 200
+
+
+async def test_a_bundle_is_current_only_once_the_server_has_loaded_it() -> None:
+    client = FakeKube((SECRETS, _secret(STALE.ca_pem, STALE.cert_pem, STALE.key_pem)))
+    loaded: list[CertBundle] = []
+    failures = [ssl.SSLError("the server could not load it")]
+
+    def use(bundle: CertBundle) -> None:
+        if failures:
+            raise failures.pop()
+        loaded.append(bundle)
+
+    controller = CertController(
+        client,
+        WebhookConfig(namespace="kp", crds=()),
+        on_change=use,
+        now=lambda: dt.datetime.now(dt.UTC),
+    )
+    current = operator.attrgetter("current")
+    with pytest.raises(ssl.SSLError):
+        await controller.reconcile()
+    assert current(controller) is None
+    # The next pass hands it to the server again rather than taking it as served.
+    assert await controller.reconcile() == STALE
+    assert (current(controller), loaded) == (STALE, [STALE])

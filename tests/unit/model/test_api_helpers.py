@@ -53,6 +53,42 @@ def test_parse_duration_rejects(text):
         parse_duration(text)
 
 
+# Go's time.Duration is an int64 of nanoseconds: time.ParseDuration refuses anything longer.
+GO_MAX_DURATION = "2562047h47m16.854775807s"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2562047h", timedelta(hours=2562047)),
+        ("-2562047h", timedelta(hours=-2562047)),
+        ("9223372036854775807ns", timedelta(seconds=9223372036.854775807)),
+    ],
+)
+def test_parse_duration_holds_what_go_time_duration_holds(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2562048h",
+        "-2562048h",
+        "99999999999999999999h",
+        "153722868m",
+        "9223372036854775808ns",
+        "2562047h47m17s",
+        "1" + "0" * 400 + "h",
+        "9" * 1_000_001 + "h",  # past the decimal context's exponent
+    ],
+)
+def test_parse_duration_rejects_out_of_range(text):
+    message = f"invalid duration {text!r}: out of range (at most {GO_MAX_DURATION})"
+    with pytest.raises(ValueError) as err:
+        parse_duration(text)
+    assert str(err.value) == message
+
+
 def test_parse_nillable_duration():
     assert parse_nillable_duration("Never") is None
     assert parse_nillable_duration("720h") == timedelta(hours=720)

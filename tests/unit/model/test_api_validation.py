@@ -19,6 +19,8 @@ REQ0 = "spec.template.spec.requirements[0]"
 TSPEC = "spec.template.spec"
 LABELS = "spec.template.metadata.labels"
 DIS = "spec.disruption"
+HUGE = "99999999999999999999h"
+OUT_OF_RANGE = "out of range (at most 2562047h47m16.854775807s)"
 
 
 def _req(key: str, operator: str, values: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -208,6 +210,24 @@ INVALID = [
     ),
     (NP, f"{DIS}.consolidateAfter", "1 minute", f"{DIS}.consolidateAfter", "is not a duration"),
     (NP, f"{DIS}.consolidateAfter", "", f"{DIS}.consolidateAfter", "is not a duration"),
+    # Past Go's time.Duration (2562047h47m16.854775807s): the CRD pattern admits it, Go's
+    # parser does not, and neither do we.
+    (NP, f"{DIS}.consolidateAfter", HUGE, f"{DIS}.consolidateAfter", OUT_OF_RANGE),
+    (NP, f"{TSPEC}.expireAfter", HUGE, f"{TSPEC}.expireAfter", OUT_OF_RANGE),
+    (
+        NP,
+        f"{TSPEC}.terminationGracePeriod",
+        "2562048h",
+        f"{TSPEC}.terminationGracePeriod",
+        OUT_OF_RANGE,
+    ),
+    (
+        NP,
+        f"{DIS}.budgets",
+        _budget(nodes="1", schedule="@daily", duration=HUGE),
+        f"{DIS}.budgets[0].duration",
+        OUT_OF_RANGE,
+    ),
     # --- disruption
     (
         NP,
@@ -398,6 +418,7 @@ INVALID = [
         "is not a Kubernetes quantity",
     ),
     (NC, "spec.expireAfter", "1y", "spec.expireAfter", "is not a duration"),
+    (NC, "spec.expireAfter", HUGE, "spec.expireAfter", OUT_OF_RANGE),
     (NC, "spec.requirements", DELETE, "spec.requirements", "Field required"),
     (
         NC,
@@ -699,6 +720,7 @@ INVALID = [
     (EC2, "spec.kubelet", ["not", "a", "map"], "spec.kubelet", "valid dictionary"),
     # --- KWOKNodeClass
     (KWOK, "spec.nodeRegistrationDelay", "soon", "spec.nodeRegistrationDelay", "is not a duration"),
+    (KWOK, "spec.nodeRegistrationDelay", HUGE, "spec.nodeRegistrationDelay", OUT_OF_RANGE),
     (
         KWOK,
         "spec.reservedResources",
@@ -858,6 +880,7 @@ VALID = [
     (NP, f"{TSPEC}.expireAfter", "1h30m20s"),
     (NP, f"{TSPEC}.terminationGracePeriod", "90s"),
     (NP, f"{DIS}.consolidateAfter", "Never"),
+    (NP, f"{DIS}.consolidateAfter", "2562047h"),  # Go's longest whole-hour duration
     (NP, f"{DIS}.consolidationPolicy", "WhenEmpty"),
     (NP, f"{DIS}.budgets", _budget(nodes="100%")),
     (NP, f"{DIS}.budgets", _budget(nodes="0")),

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from karpenter_py.model.api.conversionreview import ReviewError, review_response
+from karpenter_py.model.api.convert import (
+    KUBELET_ANNOTATION,
+    UBUNTU_ANNOTATION,
+    V1_FIELDS_ANNOTATION,
+)
 
 BETA_POOL: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1beta1",
@@ -35,6 +41,32 @@ V1_POOL: dict[str, Any] = {
         "disruption": {"consolidateAfter": "30s", "consolidationPolicy": "WhenEmpty"},
     },
 }
+
+
+V1_CLASS: dict[str, Any] = {
+    "apiVersion": "karpenter.k8s.aws/v1",
+    "kind": "EC2NodeClass",
+    "metadata": {"name": "default"},
+    "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}]},
+}
+
+
+def with_annotation(obj: dict[str, Any], key: str, value: object) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "annotations": {key: value}}}
+
+
+def saved_text(value: str) -> str:
+    """A v1-fields annotation putting back ``spec.x`` as ``value`` (JSON text)."""
+    return f'[{{"path": ["spec", "x"], "value": {value}}}]'
+
+
+def saved(value: int) -> str:
+    return saved_text(str(value))
+
+
+def nested(depth: int) -> str:
+    """JSON arrays ``depth`` levels deep."""
+    return "[" * depth + "]" * depth
 
 
 def review(desired: object, objects: object, uid: object = "r-1") -> dict[str, Any]:
@@ -83,10 +115,78 @@ def test_success_back_to_v1beta1() -> None:
         ),
         (review("", [BETA_POOL]), "request.desiredAPIVersion is required"),
         (review("karpenter.sh/v1", None), "request.objects must be a list"),
+        # What fuzzed bodies reached (an exception, HTTP 500, before): a Failure with the reason.
+        (
+            review("karpenter.sh/v1beta1", [with_annotation(V1_POOL, KUBELET_ANNOTATION, 5)]),
+            f"NodePool default: metadata.annotations[{KUBELET_ANNOTATION!r}] is not a string",
+        ),
+        (
+            review("karpenter.sh/v1", [with_annotation(BETA_POOL, V1_FIELDS_ANNOTATION, [])]),
+            f"NodePool default: metadata.annotations[{V1_FIELDS_ANNOTATION!r}] is not a string",
+        ),
+        (
+            review("karpenter.k8s.aws/v1beta1", [with_annotation(V1_CLASS, UBUNTU_ANNOTATION, 1)]),
+            f"EC2NodeClass default: metadata.annotations[{UBUNTU_ANNOTATION!r}] is not a string",
+        ),
+        (
+            review(
+                "karpenter.k8s.aws/v1beta1",
+                [{**V1_CLASS, "spec": {"role": "r", "amiSelectorTerms": 5}}],
+            ),
+            "EC2NodeClass default: spec.amiSelectorTerms is not a list",
+        ),
+        (
+            review(
+                "karpenter.sh/v1",
+                [with_annotation(BETA_POOL, V1_FIELDS_ANNOTATION, saved(2**64))],
+            ),
+            f"NodePool default: annotation {V1_FIELDS_ANNOTATION}: 18446744073709551616 is "
+            "outside the 64-bit integer range",
+        ),
+        (
+            review(
+                "karpenter.sh/v1",
+                [with_annotation(BETA_POOL, V1_FIELDS_ANNOTATION, saved(-(2**63) - 1))],
+            ),
+            f"NodePool default: annotation {V1_FIELDS_ANNOTATION}: -9223372036854775809 is "
+            "outside the 64-bit integer range",
+        ),
+        (
+            review(
+                "karpenter.sh/v1",
+                [with_annotation(BETA_POOL, V1_FIELDS_ANNOTATION, saved_text("NaN"))],
+            ),
+            f"NodePool default: annotation {V1_FIELDS_ANNOTATION} is not valid JSON: "
+            "NaN is not a JSON number",
+        ),
+        (
+            review(
+                "karpenter.sh/v1",
+                [with_annotation(BETA_POOL, V1_FIELDS_ANNOTATION, saved_text("1e400"))],
+            ),
+            f"NodePool default: annotation {V1_FIELDS_ANNOTATION}: inf is not a finite number",
+        ),
+        (
+            review(
+                "karpenter.sh/v1",
+                [with_annotation(BETA_POOL, V1_FIELDS_ANNOTATION, saved_text(nested(101)))],
+            ),
+            f"NodePool default: annotation {V1_FIELDS_ANNOTATION}: nests deeper than 100 levels",
+        ),
+        (
+            review(
+                "karpenter.sh/v1",
+                [with_annotation(BETA_POOL, V1_FIELDS_ANNOTATION, saved_text(nested(5000)))],
+            ),
+            f"NodePool default: annotation {V1_FIELDS_ANNOTATION} is not valid JSON: "
+            "it nests too deep",
+        ),
     ],
 )
 def test_failure_result_carries_a_message(request_: dict[str, Any], message: str) -> None:
-    assert review_response(request_) == {
+    answer = review_response(request_)
+    assert orjson.loads(orjson.dumps(answer)) == answer  # what the webhook sends back
+    assert answer == {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "ConversionReview",
         "response": {
@@ -107,6 +207,15 @@ def test_failure_result_carries_a_message(request_: dict[str, Any], message: str
             "'admission.k8s.io/v1'",
         ),
         (review("karpenter.sh/v1", [], uid=None), "ConversionReview has no request.uid"),
+        # ~500 levels ran Python out of stack (RecursionError, HTTP 500) while converting.
+        (
+            review("karpenter.sh/v1", [{**BETA_POOL, "spec": orjson.loads(nested(500))}]),
+            "ConversionReview nests deeper than 100 levels",
+        ),
+        (
+            review("karpenter.sh/v1beta1", [{**V1_POOL, "spec": {"x": orjson.loads(nested(96))}}]),
+            "ConversionReview nests deeper than 100 levels",
+        ),
     ],
 )
 def test_malformed_review_is_rejected(body: object, message: str) -> None:

@@ -101,3 +101,38 @@ def test_level_from_setting(text, level):
 def test_unknown_level():
     with pytest.raises(ValueError):
         level_from_setting("loud")
+
+
+# The AWS SDK and its HTTP stack print request headers (access key id, session token) and
+# parameters (launch template user data) at DEBUG: never below INFO, whatever LOG_LEVEL says.
+SECRET_BEARING = ("botocore", "aiobotocore", "boto3", "urllib3", "s3transfer")
+
+
+@pytest.fixture
+def restore_levels() -> Iterator[None]:
+    names = (*SECRET_BEARING, "botocore.endpoint", "aiohttp.access", "aiohttp.server", "asyncio")
+    saved = {name: logging.getLogger(name).level for name in names}
+    yield
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.mark.parametrize(
+    ("setting", "sdk", "asyncio_level"),
+    [
+        ("debug", logging.INFO, logging.DEBUG),
+        ("info", logging.WARNING, logging.WARNING),
+        ("error", logging.ERROR, logging.ERROR),
+    ],
+)
+def test_sdk_loggers_never_go_below_info(
+    stream: io.StringIO, restore_levels: None, setting: str, sdk: int, asyncio_level: int
+) -> None:
+    configure_logging(setting, stream=stream)
+    assert {
+        name: logging.getLogger(name).getEffectiveLevel() for name in SECRET_BEARING
+    } == dict.fromkeys(SECRET_BEARING, sdk)
+    assert logging.getLogger("botocore.endpoint").getEffectiveLevel() == sdk
+    assert logging.getLogger("asyncio").getEffectiveLevel() == asyncio_level
+    logging.getLogger("botocore.endpoint").debug("Making request: X-Amz-Security-Token: tok")
+    assert lines(stream) == []

@@ -198,6 +198,30 @@ def with_(body: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, 
         (dumps(with_(s.spot("i-1"), ("detail-type",), "")), "message.detail-type is empty"),
         (dumps(with_(s.spot("i-1"), ("id",), ["x"])), "message.id is a list, not a string"),
         (dumps(with_(s.spot("i-1"), ("time",), "noon")), "message.time 'noon' is not a timestamp"),
+        # Timestamps at the ends of what a datetime holds: the lead or the move to UTC overflowed
+        # (OverflowError, so the message was retried forever).
+        (
+            dumps(with_(s.spot("i-1"), ("time",), "9999-12-31T23:59:59+14:00")),
+            "message.time '9999-12-31T23:59:59+14:00' is out of range",
+        ),
+        (
+            dumps(with_(s.spot("i-1"), ("time",), "9999-12-31T23:59:59Z")),
+            "message.time '9999-12-31T23:59:59Z' is out of range",
+        ),
+        (
+            dumps(with_(s.rebalance("i-1"), ("time",), "0001-01-01T00:00:00+14:00")),
+            "message.time '0001-01-01T00:00:00+14:00' is out of range",
+        ),
+        (
+            dumps(
+                with_(
+                    s.capacity_reservation("i-1"),
+                    ("detail", "instance-termination-time"),
+                    "0001-01-01T00:00:00.5+00:30",
+                )
+            ),
+            "detail.instance-termination-time '0001-01-01T00:00:00.5+00:30' is out of range",
+        ),
         (dumps(with_(s.spot("i-1"), ("detail",), ...)), "detail is null, not an object"),
         (dumps(with_(s.spot("i-1"), ("detail",), [])), "detail is a list, not an object"),
         (

@@ -224,12 +224,15 @@ class World:
         taints: Sequence[dict[str, str]] = (OTHER_TAINT,),
         instance_type: str = "c-2x-amd64-linux",
         nodeclaim_conditions: list[dict[str, Any]] | None = None,
+        pool: str = "default",
     ) -> None:
-        labels = factories.node_labels("default", instance_type)
+        labels = factories.node_labels(pool, instance_type)
         alloc = {"cpu": "2", "memory": "8Gi", "pods": "110"}
         node = factories.node_dict(name, labels=labels, allocatable=alloc, taints=list(taints))
         self.api.add(NODES, node)
-        nc = factories.nodeclaim_dict(name, labels=labels, conditions=nodeclaim_conditions)
+        nc = factories.nodeclaim_dict(
+            name, pool=pool, labels=labels, conditions=nodeclaim_conditions
+        )
         self.api.add(NODECLAIMS, nc)
 
     def state_node(self, name: str) -> StateNode:

@@ -20,6 +20,7 @@ from karpenter_py.controllers.disruption.singlenode import SINGLE_NODE
 from karpenter_py.controllers.disruption.types import Decision, Timeout
 from karpenter_py.kube.events import EventRecorder
 from karpenter_py.kube.resources import NODECLAIMS, NODES
+from karpenter_py.state.ingest import NodePoolSink
 from tests import factories
 from tests.unit.controllers.disruption_queue.support import (
     DISRUPTED_TAINT,
@@ -182,6 +183,58 @@ async def test_the_loop_decides_again_when_a_time_based_reason_runs_out(
         assert [x.unchanged for x in decide.decisions] == [{"n1": first}, {"n1": then}]
         assert decide.decisions[1].recheck_at is None
         loop.cancel()
+
+
+# Past Go's time.Duration: the CRD pattern admits it, the NodePool model does not.
+HUGE = "99999999999999999999h"
+OUT_OF_RANGE = f"invalid duration {HUGE!r}: out of range (at most 2562047h47m16.854775807s)"
+
+
+@pytest.mark.parametrize(
+    ("bad_fields", "field"),
+    [
+        ({"disruption": {"consolidateAfter": HUGE}}, "spec.disruption.consolidateAfter"),
+        (
+            {"disruption": {"budgets": [{"nodes": "1", "schedule": "@daily", "duration": HUGE}]}},
+            "spec.disruption.budgets.0.duration",
+        ),
+        ({"expire_after": HUGE}, "spec.template.spec.expireAfter"),
+        ({"termination_grace_period": HUGE}, "spec.template.spec.terminationGracePeriod"),
+    ],
+    ids=["consolidateAfter", "budget-duration", "expireAfter", "terminationGracePeriod"],
+)
+async def test_a_nodepool_that_cannot_be_read_stops_no_other_pools_decision(
+    bad_fields: dict[str, Any], field: str
+) -> None:
+    w = World(factories.nodepool("default", disruption={"consolidateAfter": "0s"}))
+    # Through the informer's sink, as the controller gets it: the bad pool is set aside
+    # (nodepool.readiness reports it on the object).
+    NodePoolSink(w.cluster).upsert(factories.nodepool_dict("bad", **bad_fields))
+    consolidatable = [*LIFECYCLE, factories.condition("Consolidatable")]
+    w.add_node("good-node", nodeclaim_conditions=consolidatable)
+    w.add_node("bad-node", pool="bad", nodeclaim_conditions=consolidatable)
+    decide = CountingDecide()
+    d = controller(w, decide, validation_delay=0.0)
+    async with asyncio.TaskGroup() as tg:
+        runner = tg.create_task(w.queue.run())
+        await w.queue.wait_running()
+        assert await d.reconcile() is True
+        runner.cancel()
+
+    [decision] = decide.decisions
+    assert [(c.method.name, [x.name for x in c.candidates]) for c in decision.commands] == [
+        ("emptiness", ["good-node"])
+    ]
+    assert decision.unchanged == {"bad-node": "NodePool 'bad' not found"}
+    # Tainted, marked and deleted: only the good pool's node was touched.
+    assert w.api.log == [
+        ("patch", "nodes", "good-node"),
+        ("patch", "nodeclaims", "good-node"),
+        ("delete", "nodeclaims", "good-node"),
+    ]
+    assert sorted(w.cluster.nodepools) == ["default"]
+    assert list(w.cluster.invalid) == ["nodepools/bad"]
+    assert f"{field}\n  Value error, {OUT_OF_RANGE}" in w.cluster.invalid["nodepools/bad"]
 
 
 async def test_unconsolidatable_events_carry_the_reason_and_repeat_after_15_minutes() -> None:

@@ -294,6 +294,11 @@ async def test_message_kinds(
             "detail-type 'EC2 Spot "
             "Instance Interruption Warning' comes from 'aws.ec2', not 'aws.health'",
         ),
+        # Once an OverflowError out of the parser: left on the queue, received forever.
+        (
+            json.dumps({**s.spot("i-0aaa"), "time": "9999-12-31T23:59:59+14:00"}),
+            "message.time '9999-12-31T23:59:59+14:00' is out of range",
+        ),
     ],
 )
 async def test_unparseable_messages_are_deleted_untouched(

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from karpenter_py.aio.clock import FakeClock
-from karpenter_py.cloudprovider.aws.nodeclass import Failure, ResolvedNodeClass
+from karpenter_py.cloudprovider.aws.nodeclass import Failure, NodeClassResolver, ResolvedNodeClass
 from karpenter_py.controllers.nodeclass.status import (
     DesiredCondition,
     KubernetesVersion,
+    NodeClassStatus,
     apply_conditions,
     current_body,
     desired_conditions,
@@ -21,10 +22,11 @@ from karpenter_py.controllers.nodeclass.status import (
     referencing_nodeclaims,
     status_body,
 )
+from karpenter_py.kube.resources import EC2NODECLASSES
 from karpenter_py.model.api.ec2nodeclass import AMI, EC2NodeClass, SecurityGroup, Subnet
 from karpenter_py.model.api.nodeclaim import NodeClaim
 from tests import factories
-from tests.unit.fakes import FakeKube
+from tests.unit.fakes import FakeKube, deps
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 NO_SUBNETS = Failure("SubnetsNotFound", "SubnetSelector did not match any Subnets")
@@ -256,3 +258,45 @@ def test_status_body_writes_capacity_reservations_only_with_the_gate() -> None:
         failures={"CapacityReservationsReady": CR_DOWN},
     )
     assert status_body(written, failed, [])["capacityReservations"] == [wire]
+
+
+async def test_an_unreadable_ec2nodeclass_gets_validation_failed_and_one_warning_event() -> None:
+    raw = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {
+            "name": "default",
+            "uid": "ec2nc-uid",
+            "resourceVersion": "7",
+            "generation": 3,
+        },
+        "spec": factories.ec2nodeclass_spec(alias="plan9@latest"),
+        "status": {"conditions": []},
+    }
+    client = FakeKube((EC2NODECLASSES, raw))
+    # Nothing is resolved for a class that does not parse: no resolver is needed.
+    ctrl = NodeClassStatus(deps(client=client, clock=FakeClock(NOW)), cast(NodeClassResolver, None))
+
+    assert await ctrl.reconcile("default") is None
+
+    error = (
+        "spec.amiSelectorTerms.0.alias: alias family 'plan9' is not supported, must be one of "
+        "['al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025']"
+    )
+    stored = client.stored(EC2NODECLASSES, "default")["status"]["conditions"]
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in stored] == [
+        ("ValidationSucceeded", "False", "EC2NodeClassValidationFailed", error),
+        ("Ready", "False", "UnhealthyDependents", "ValidationSucceeded=False"),
+    ]
+    await ctrl.deps.recorder.flush()
+    assert [
+        (e["involvedObject"]["kind"], e["involvedObject"]["uid"], e["type"], e["reason"])
+        for e in client.events
+    ] == [("EC2NodeClass", "ec2nc-uid", "Warning", "EC2NodeClassValidationFailed")]
+    assert [e["message"] for e in client.events] == [error]
+
+    # Reported once: the next pass writes and publishes nothing.
+    client.calls.clear()
+    assert await ctrl.reconcile("default") is None
+    await ctrl.deps.recorder.flush()
+    assert (client.calls_of("patch"), len(client.events)) == ([], 1)

@@ -11,6 +11,7 @@ from karpenter_py.controllers.runtime import Result
 from karpenter_py.kube.resources import NODEOVERLAYS
 from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.state.cluster import Cluster
+from karpenter_py.state.ingest import NodeOverlaySink
 from tests import factories
 from tests.unit.fakes import FakeCloudProvider, FakeKube, deps
 from tests.unit.scheduling._helpers import itype
@@ -80,3 +81,50 @@ async def test_conditions_follow_the_resolution() -> None:
     client.calls.clear()
     await ctrl.reconcile("nodeoverlays")
     assert client.calls_of("patch") == []
+
+
+async def test_an_unreadable_overlay_gets_validation_failed_and_one_warning_event() -> None:
+    good = factories.nodeoverlay_dict("good", weight=10, price="4")
+    broken = factories.nodeoverlay_dict("broken", weight=-5, price="4")
+    broken["metadata"]["uid"] = "ov-uid"
+    client = FakeKube((NODEOVERLAYS, good), (NODEOVERLAYS, broken))
+    cluster = Cluster()
+    cluster.upsert_nodepool(factories.nodepool())
+    cluster.upsert_nodeclass(factories.KWOK_NODECLASS_KEY, True)
+    sink = NodeOverlaySink(cluster)  # as the informer delivers them: "broken" is set aside
+    sink.upsert(good)
+    sink.upsert(broken)
+    cloud = FakeCloudProvider(instance_types=[itype("small", 2, 4)])
+    ctrl = NodeOverlayStatus(deps(client=client, cluster=cluster, cloud=cloud, clock=FakeClock()))
+
+    await ctrl.reconcile("nodeoverlays")
+
+    error = "spec.weight: Input should be greater than or equal to 1"
+    assert _conditions(client, "broken") == [
+        ("ValidationSucceeded", "False", "RuntimeValidation", error),
+        ("Ready", "False", "UnhealthyDependents", "ValidationSucceeded=False"),
+    ]
+    assert _conditions(client, "good")[0] == (
+        "ValidationSucceeded",
+        "True",
+        "ValidationSucceeded",
+        "",
+    )
+    await ctrl.deps.recorder.flush()
+    events = [
+        (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["involvedObject"]["uid"])
+        for e in client.events
+    ]
+    assert events == [("NodeOverlay", "broken", "ov-uid")]
+    assert [(e["type"], e["reason"], e["message"]) for e in client.events] == [
+        ("Warning", "RuntimeValidation", error)
+    ]
+
+    # Reported once: with the cache caught up, the next pass writes and publishes nothing.
+    for name in ("good", "broken"):
+        sink.upsert(client.stored(NODEOVERLAYS, name))
+    client.calls.clear()
+    await ctrl.reconcile("nodeoverlays")
+    await ctrl.deps.recorder.flush()
+    assert client.calls_of("patch") == []
+    assert len(client.events) == 1

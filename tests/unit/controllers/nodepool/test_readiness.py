@@ -509,6 +509,48 @@ async def test_invalid_nodepool_gets_validation_failed_from_the_raw_object() -> 
     assert pool_patches(client) == []  # unchanged: no write
 
 
+HUGE = "99999999999999999999h"  # passes the CRD pattern, past Go's time.Duration
+DURATION_ERROR = (
+    f"spec.disruption.consolidateAfter: invalid duration {HUGE!r}: out of range "
+    "(at most 2562047h47m16.854775807s)"
+)
+
+
+async def test_unreadable_nodepool_gets_a_condition_and_one_warning_event() -> None:
+    clock, cluster = FakeClock(), synced_cluster()
+    raw = factories.nodepool_dict(
+        "pool", uid="np-uid", resource_version="100", disruption={"consolidateAfter": HUGE}
+    )
+    client = fake_kube(raw)
+    NodePoolSink(cluster).upsert(raw)
+    cluster.upsert_nodeclass(REF, True)
+    ctrl = controller(client, cluster, clock)
+
+    await ctrl.reconcile("pool")
+    conds = {c["type"]: c for c in client.stored(NODEPOOLS, "pool")["status"]["conditions"]}
+    assert (
+        conds["ValidationSucceeded"]["status"],
+        conds["ValidationSucceeded"]["reason"],
+        conds["ValidationSucceeded"]["message"],
+    ) == ("False", "NodePoolValidationFailed", DURATION_ERROR)
+    await ctrl.deps.recorder.flush()
+    assert [
+        (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["involvedObject"]["uid"])
+        for e in client.events
+    ] == [("NodePool", "pool", "np-uid")]
+    assert [(e["type"], e["reason"], e["message"]) for e in client.events] == [
+        ("Warning", "NodePoolValidationFailed", DURATION_ERROR)
+    ]
+
+    # Reported once: a later reconcile of the same error writes and publishes nothing.
+    clock.step(600)
+    client.calls.clear()
+    await ctrl.reconcile("pool")
+    await ctrl.deps.recorder.flush()
+    assert pool_patches(client) == []
+    assert len(client.events) == 1
+
+
 async def test_invalid_in_cache_but_fixed_or_gone_in_the_api_writes_nothing() -> None:
     clock, cluster = FakeClock(), synced_cluster()
     NodePoolSink(cluster).upsert(raw_pool(labels={"a/b/c": "x"}))

@@ -105,6 +105,10 @@ def test_pod_predicates(pod: Pod, waiting: bool, evictable: bool) -> None:
         ("1m", -30, True),
         ("1m", -90, False),
         ("-1m", 0, False),
+        # Past Go's time.Duration: not a duration, so the annotation is ignored (an
+        # OverflowError before, out of every drain and disruption pass).
+        ("99999999999999999999h", -10, False),
+        ("2562047h", -10, True),
     ],
 )
 def test_do_not_disrupt_durations(value: str, created: float, active: bool) -> None:
