@@ -177,10 +177,12 @@ async def run_split(
     first_names, _ = await w.round(w.pods[:first])
     if second_round != "unlaunched":
         await w.launch(first_names)
-    if second_round == "bound":  # where round 1 placed them: its holds say
-        for key, claim in w.prov.holds.items():
-            pod = w.cluster.pods[key]
-            w.cluster.upsert_pod(replace(pod, node_name=claim, unschedulable=False))
+    if second_round == "bound":  # where round 1 placed them: its plans say
+        for placed in w.pods[:first]:
+            claim = w.cluster.pod_plans.target(placed.key)
+            if claim is not None:
+                pod = w.cluster.pods[placed.key]
+                w.cluster.upsert_pod(replace(pod, node_name=claim, unschedulable=False))
     offered = [sn for sn in w.cluster.state_nodes(NOW) if sn.nodeclaim_name in first_names]
     second, plan = await w.round(w.pods[first:])
     used = _used(w.cluster, offered, plan.existing)

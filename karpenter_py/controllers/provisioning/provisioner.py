@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from karpenter_py.aio.batcher import Batcher
@@ -35,7 +35,7 @@ from karpenter_py.launcher.round import Events, NodeClaimWriter, OfferingFilter,
 from karpenter_py.model.core import Pod
 from karpenter_py.scheduling.fromstate import hold_pods, solve_input
 from karpenter_py.scheduling.inputs import SolveInput, SolveOptions
-from karpenter_py.scheduling.plan import ExistingPlacement, NewNodeClaim, Plan
+from karpenter_py.scheduling.plan import ExistingPlacement, Plan
 from karpenter_py.scheduling.scheduler import unsupported_reason
 from karpenter_py.state.ingest import object_key
 from karpenter_py.state.snapshot import Snapshot, is_provisionable
@@ -97,8 +97,6 @@ class Provisioner:
         # Hold pods on the capacity not initialized yet that earlier rounds placed them on
         # (module docstring); False places every pending pod anew each round, as upstream.
         self.hold = hold
-        # Pod key -> the NodeClaim the latest round placed it on, for NodeClaims not initialized.
-        self.holds: dict[str, str] = {}
 
     # ------------------------------------------------------------------ triggers (sync; from sinks)
     def watches(self) -> Sequence[Watch]:
@@ -167,7 +165,7 @@ class Provisioner:
         inp = solve_input(
             snapshot, instance_types=types, options=self.options, memo=self.round.existing
         )
-        inp, held = hold_pods(inp, self._hold_targets(snapshot))
+        inp, held = hold_pods(inp, self._hold_targets(snapshot, inp.pods))
         solve_started = time.perf_counter()
         plan = _with_placements(await self.round.solve(inp, snapshot), held)
         return Decided(snapshot, inp, plan, time.perf_counter() - solve_started, held)
@@ -184,7 +182,6 @@ class Provisioner:
         if failures:
             self.batcher.trigger("retry")
         self.round.nominate(plan, created)
-        self.holds = self._new_holds(decided.snapshot, plan, created)
         held = sum(len(p.pods) for p in decided.held)
         result = RoundResult(
             pods=len(inp.pods) + held,
@@ -210,28 +207,21 @@ class Provisioner:
         )
         return self._finish(result)
 
-    def _hold_targets(self, snapshot: Snapshot) -> dict[str, str]:
-        """Pod key -> node name of the holds whose NodeClaim is still not initialized."""
-        if not self.holds:
-            return {}
-        unready = _unready(snapshot)
-        return {pod: unready[claim] for pod, claim in self.holds.items() if claim in unready}
-
-    def _new_holds(
-        self, snapshot: Snapshot, plan: Plan, created: Mapping[NewNodeClaim, str]
-    ) -> dict[str, str]:
-        """Where this round placed pods on NodeClaims not initialized: the new ones it wrote
-        and those of the snapshot (held pods among them)."""
+    def _hold_targets(self, snapshot: Snapshot, pods: Sequence[Pod]) -> dict[str, str]:
+        """Pod key -> node name, for each of ``pods`` that an earlier round planned onto a
+        NodeClaim or node not initialized yet (``Cluster.pod_plans``, which the rounds write)."""
         if not self.hold:
             return {}
-        holds = {pod.key: name for nc, name in created.items() for pod in nc.pods}
-        claim_of = (
-            {node: claim for claim, node in _unready(snapshot).items()} if plan.existing else {}
-        )
-        for placement in plan.existing:
-            claim = claim_of.get(placement.node_name)
-            if claim is not None:
-                holds.update((pod.key, claim) for pod in placement.pods)
+        plans = self.cluster.pod_plans
+        if not len(plans):
+            return {}
+        unready = _unready(snapshot)
+        holds: dict[str, str] = {}
+        for pod in pods:
+            target = plans.target(pod.key)
+            node = unready.get(target) if target is not None else None
+            if node is not None:
+                holds[pod.key] = node
         return holds
 
     def _finish(self, result: RoundResult) -> RoundResult:
@@ -243,12 +233,14 @@ class Provisioner:
 
 
 def _unready(snapshot: Snapshot) -> dict[str, str]:
-    """NodeClaim name -> node name of the snapshot's NodeClaims not initialized yet."""
-    return {
-        sn.nodeclaim_name: sn.name
-        for sn in snapshot.nodes
-        if sn.nodeclaim is not None and not sn.initialized
-    }
+    """A plan's target (NodeClaim name, or node name) -> node name, for the snapshot's
+    NodeClaims not initialized yet."""
+    out: dict[str, str] = {}
+    for sn in snapshot.nodes:
+        if sn.nodeclaim is not None and not sn.initialized:
+            out.setdefault(sn.nodeclaim_name, sn.name)
+            out.setdefault(sn.name, sn.name)
+    return out
 
 
 def _with_placements(plan: Plan, held: Sequence[ExistingPlacement]) -> Plan:

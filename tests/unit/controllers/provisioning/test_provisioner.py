@@ -369,7 +369,7 @@ BIG = pending("big", cpu="3500m", memory="7Gi")
 
 
 @pytest.mark.parametrize(
-    ("hold", "second_claim", "held", "holds"),
+    ("hold", "second_claim", "held", "plans"),
     [
         # The round-1 pods stay on the NodeClaim sized for them; the big pod gets its own.
         (
@@ -378,13 +378,18 @@ BIG = pending("big", cpu="3500m", memory="7Gi")
             4,
             {"default/big": "default-00001"} | {f"default/s{i}": "default-00000" for i in range(4)},
         ),
-        # As upstream: placed anew, largest first, the big pod takes the first NodeClaim's room
-        # and the four small pods need a second NodeClaim as large as the first.
-        (False, {"cpu": "3600m", "memory": "12400Mi", "pods": "4"}, 0, {}),
+        # Placed anew: the round fills the capacity in flight as a whole (scheduling.fill), not
+        # largest first on the first node with room as upstream, and ends the same way.
+        (
+            False,
+            {"cpu": "3500m", "memory": "7Gi", "pods": "1"},
+            0,
+            {"default/big": "default-00001"} | {f"default/s{i}": "default-00000" for i in range(4)},
+        ),
     ],
 )
 async def test_a_round_packs_new_pods_around_those_held_on_capacity_in_flight(
-    hold: bool, second_claim: dict[str, str], held: int, holds: dict[str, str]
+    hold: bool, second_claim: dict[str, str], held: int, plans: dict[str, str]
 ) -> None:
     cluster, writer = synced_cluster(nodepool(), 0), FakeWriter()
     p = Provisioner(
@@ -409,8 +414,8 @@ async def test_a_round_packs_new_pods_around_those_held_on_capacity_in_flight(
         "pods": "4",
     }
     assert writer.created[1]["spec"]["resources"]["requests"] == second_claim
-    assert (second.pods, second.held, second.placed_on_existing) == (5, held, 4 if hold else 1)
-    assert p.holds == holds
+    assert (second.pods, second.held, second.placed_on_existing) == (5, held, 4)
+    assert {k: cluster.pod_plans.target(k) for k in plans} == plans  # where round 2 put each
 
 
 async def test_holds_end_when_the_node_is_initialized() -> None:
@@ -438,4 +443,3 @@ async def test_holds_end_when_the_node_is_initialized() -> None:
     cluster.upsert_node(node_from_dict(body))
     again = await p.provision()
     assert (again.pods, again.held, again.placed_on_existing, again.created) == (4, 0, 4, ())
-    assert p.holds == {}
