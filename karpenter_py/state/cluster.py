@@ -14,6 +14,7 @@ from karpenter_py.model.api.nodeclaim import NodeClaim
 from karpenter_py.model.api.nodeoverlay import NodeOverlay
 from karpenter_py.model.api.nodepool import NodePool
 from karpenter_py.model.core import Node, Pod
+from karpenter_py.model.labels import LABEL_NODE_REGISTERED, LABEL_NODEPOOL
 from karpenter_py.model.storage import (
     PersistentVolume,
     PersistentVolumeClaim,
@@ -373,15 +374,29 @@ class Cluster:
     def _join(self, now: datetime) -> tuple[StateNode, ...]:
         awaited = set(self._nominating.values())
         by_node_name: dict[str, NodeClaim] = {}
+        unlaunched: dict[str, NodeClaim] = {}
         for claim in self.nodeclaims.values():
             if claim.status.node_name:
                 by_node_name[claim.status.node_name] = claim
+            elif not claim.status.provider_id and claim.metadata.name:
+                # Launched, but its status (the provider ID) is not seen yet while its Node is:
+                # a provider naming Nodes after their NodeClaims (kwok) registers them that
+                # fast. Joined by name when the Node carries the claim's NodePool and is not
+                # registered, so it is not counted twice (the Node as capacity of its own and
+                # the claim in flight).
+                unlaunched[claim.metadata.name] = claim
         out: list[StateNode] = []
         matched: set[str] = set()
         for node in self.nodes.values():
             nc = self.nodeclaim_for_provider_id(node.provider_id)
             if nc is None:
                 nc = by_node_name.get(node.name)
+            if nc is None and node.name in unlaunched:
+                claim = unlaunched[node.name]
+                pool = claim.metadata.labels.get(LABEL_NODEPOOL)
+                registered = LABEL_NODE_REGISTERED in node.labels  # then it had a provider ID
+                if pool and node.labels.get(LABEL_NODEPOOL) == pool and not registered:
+                    nc = claim
             if nc is not None:
                 matched.add(nc.metadata.name or "")
             out.append(self._state_node(node, nc, now, awaited))

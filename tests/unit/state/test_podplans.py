@@ -125,3 +125,17 @@ def test_pending_pods_count_on_the_node_they_are_nominated_to() -> None:
     c.upsert_pod(pod("late", pending=True, nominated="n2"))
     assert [p.name for p in c.pods_on("n2")] == []
     assert first.pending == moved.pending == ()  # nominated pods are not provisionable
+
+
+def test_a_node_seen_before_its_claims_launch_status_is_joined_to_it_by_name() -> None:
+    c = Cluster()
+    c.upsert_nodeclaim(nodeclaim("nc1", launched=False))  # no provider ID in the cache yet
+    c.upsert_node(  # a kwok Node, named after its claim, carrying its NodePool
+        node("nc1", provider_id="kwok://nc1", labels={"karpenter.sh/nodepool": "default"})
+    )
+    c.upsert_node(node("nc2", provider_id="kwok://nc2"))  # no NodePool: not the claim's
+    c.upsert_nodeclaim(nodeclaim("nc2", launched=False))
+
+    joined = {sn.name: sn.nodeclaim_name for sn in c.state_nodes(NOW) if sn.node is not None}
+
+    assert joined == {"nc1": "nc1", "nc2": ""}
