@@ -62,7 +62,8 @@ log = logging.getLogger("karpenter.pod.nomination")
 
 MIN_VERSION: Final = (1, 35)  # NominatedNodeNameForExpectation beta, on by default
 GRACE: Final = 15.0  # seconds a nomination of ours may stay unbound once its node is open
-SETTLE_TIMEOUT: Final = 5.0  # registration never waits longer on nominations
+SETTLE_TIMEOUT: Final = 5.0  # registration never waits longer on the writes
+ECHO_TIMEOUT: Final = 2.0  # nor longer than this on seeing them come back
 
 _NUMBER = re.compile(r"\d+")
 
@@ -96,11 +97,16 @@ class PodNominations(QueueController):
         *,
         enabled: bool = True,
         grace: float = GRACE,
+        echo_timeout: float = ECHO_TIMEOUT,
         workers: int | None = None,
     ) -> None:
         super().__init__(deps, workers=workers)
         self.enabled = enabled
         self.grace = grace
+        self.echo_timeout = echo_timeout
+        # Set whenever the pod watch delivers a pod this controller nominated (``settle`` waits
+        # for its writes to come back before the node opens).
+        self._echo = asyncio.Event()
         # Setting on and the API server supports it; decided once ``run`` asked the server.
         self.active = False
         self._written: dict[str, str] = {}  # pod key -> the node name this controller wrote
@@ -125,7 +131,10 @@ class PodNominations(QueueController):
 
     def on_pod(self, obj: KubeObject) -> None:
         key = object_key(obj)
-        if key in self._written or self.deps.cluster.pod_plans.target(key) is not None:
+        if key in self._written:
+            self._echo.set()
+            self.queue.add(key)
+        elif self.deps.cluster.pod_plans.target(key) is not None:
             self.queue.add(key)
 
     def on_node(self, obj: KubeObject) -> None:
@@ -200,11 +209,40 @@ class PodNominations(QueueController):
             )
             for key in keys:
                 self.queue.add(key)
+        await self._echoed(node_name, keys)
         opens = self.deps.clock.monotonic()
         for key in keys:  # each is taken back if still unbound GRACE after the node opens
             if key in self._written:
                 self._opened[key] = opens
             self.queue.add_after(key, self.grace)
+
+    async def _echoed(self, node_name: str, keys: Sequence[str]) -> None:
+        """Wait (at most ``echo_timeout``) until the pod watch shows every nomination written
+        onto ``node_name``. The kube-scheduler reads pods and nodes through separate informers;
+        the node opening first would let it fill the room with other pods before it knows
+        whose room it is. Seeing our own writes come back is a close stand-in for its pod
+        informer having them (the same API server, the same kind of watch)."""
+        cluster = self.deps.cluster
+
+        def unseen() -> bool:
+            for key in keys:
+                pod = cluster.pods.get(key)
+                if (
+                    self._written.get(key) == node_name
+                    and pod is not None
+                    and not pod.node_name
+                    and pod.nominated_node_name != node_name
+                ):
+                    return True
+            return False
+
+        try:
+            async with asyncio.timeout(self.echo_timeout):
+                while unseen():
+                    self._echo.clear()
+                    await self._echo.wait()
+        except TimeoutError:
+            log.debug("nominations not seen back before registration", extra={"node": node_name})
 
     async def _nominate(self, key: str, node_name: str) -> None:
         pod = self._waiting(key)

@@ -14,7 +14,8 @@ from karpenter_py.controllers.provisioning.nominations import (
     supports_nominations,
 )
 from karpenter_py.kube.errors import InvalidError
-from karpenter_py.kube.resources import PODS
+from karpenter_py.kube.objects import KubeObject
+from karpenter_py.kube.resources import PODS, Resource
 from karpenter_py.state.cluster import Cluster
 from tests.factories import node, nodeclaim, pod, pod_dict
 from tests.unit.fakes import FakeKube, deps
@@ -60,7 +61,16 @@ def world(*pods: dict[str, Any]) -> tuple[PodNominations, FakeKube, Cluster]:
     for body in pods:
         kube.put(PODS, body)
         c.upsert_pod(pod(body["metadata"]["name"], **_kw(body)))
-    return PodNominations(deps(client=kube, cluster=c, clock=FakeClock())), kube, c
+    n = PodNominations(deps(client=kube, cluster=c, clock=FakeClock()))
+
+    def watch(resource: Resource, obj: KubeObject | None, name: str) -> None:
+        """The pod watch: the state takes each written pod in, then the controller hears it."""
+        if resource == PODS and obj is not None:
+            deliver(kube, c, name)
+            n.on_pod(obj)
+
+    kube.on_write = watch
+    return n, kube, c
 
 
 def opens(c: Cluster, name: str) -> None:
