@@ -12,13 +12,14 @@ it counts the pod's requests on that node when it places other pods of the same 
 priority, so the planned room is kept for it. What kube-scheduler 1.37 does with it
 (``schedule_one.go``, ``framework/preemption``), and so what this controller does:
 
-* A name that does not exist yet buys nothing: the scheduler's next failed attempt at the pod
-  (any node's arrival triggers one) clears it. So a pod is nominated once its planned Node
-  exists and while that Node still carries ``karpenter.sh/unregistered`` (nothing can bind
-  there yet): registration calls :meth:`PodNominations.settle` before it lifts the taint, which
-  writes every planned pod's nomination (again, where an attempt meanwhile cleared one), so they
-  are all in place when the scheduler first sees room there, and lifting the taint is the event
-  that makes it try them.
+* A nomination onto a node where the pod cannot bind yet is cleared by the scheduler's next
+  failed attempt at the pod, and every node that opens triggers one for nearly every waiting
+  pod (a 10,000-pod scale-out spent its API server on those clears when pods were nominated as
+  soon as their Node existed). So the nominations onto a node are written at the last moment:
+  registration calls :meth:`PodNominations.settle` just before it lifts the node's
+  ``karpenter.sh/unregistered`` taint; settle writes every planned pod's nomination, waits to
+  see them come back on the pod watch, and then the taint goes. Lifting it is the event that
+  makes the scheduler try those pods, with their room already kept for them.
 * A nomination onto a node that is open already is never written: the scheduler does not try a
   waiting pod again because its nomination changed, and a nominated pod is not provisionable,
   so it could wait for minutes on a node that has no room for it after all.
@@ -119,12 +120,13 @@ class PodNominations(QueueController):
     def watches(self) -> Sequence[Watch]:
         return (
             Watch(PODS, upsert=self.on_pod, delete=self.on_pod),
-            Watch(NODES, upsert=self.on_node, delete=self.on_node_gone),
+            Watch(NODES, delete=self.on_node_gone),
             Watch(NODECLAIMS, delete=self.on_nodeclaim_gone),
         )
 
     def planned(self, pod_keys: Iterable[str]) -> None:
-        """A round planned (or gave up on) these pods (``RoundRunner.planned``)."""
+        """A round planned (or gave up on) these pods (``RoundRunner.planned``): a nomination of
+        ours that the new plan no longer holds is taken back."""
         if self.active:
             for key in pod_keys:
                 self.queue.add(key)
@@ -134,17 +136,6 @@ class PodNominations(QueueController):
         if key in self._written:
             self._echo.set()
             self.queue.add(key)
-        elif self.deps.cluster.pod_plans.target(key) is not None:
-            self.queue.add(key)
-
-    def on_node(self, obj: KubeObject) -> None:
-        """A planned node exists now: its pods can be nominated to it."""
-        if not self.active:
-            return
-        name = str(metadata(obj).get("name") or "")
-        for key in self.deps.cluster.pods_planned_on(name):
-            if self._written.get(key) != name:
-                self.queue.add(key)
 
     def on_node_gone(self, obj: KubeObject) -> None:
         self._requeue_written(str(metadata(obj).get("name") or ""))
@@ -263,28 +254,22 @@ class PodNominations(QueueController):
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> Result | None:
+        """Take a nomination of ours back once it no longer holds: its plan went or moved, or
+        its node has been open for ``grace`` seconds without the pod binding there. Writing is
+        ``settle``'s alone (see the module docstring)."""
         if not self.active:
             return None
         pod = self._waiting(key)
         if pod is None:
             return None
+        ours = self._written.get(key)
+        if not ours or pod.nominated_node_name != ours:
+            self._forget(key)  # cleared by the scheduler, or someone else's: not ours to touch
+            return None
         cluster = self.deps.cluster
-        target = cluster.planned_node(key)
-        have, ours = pod.nominated_node_name, self._written.get(key)
-        if target and not _open(cluster, target):
-            if have == target:
-                return None
-            if have and have != ours:
-                return None  # someone else's nomination: leave it
-            if not have and ours == target:
-                return None  # cleared by a failed attempt; settle writes it before the node opens
-            await self._write(pod, target, "moved" if have else "set")
-            return None
-        if not ours or have != ours:
-            self._forget(key)
-            return None
-        if target == ours:
-            # Ours, on a node that is open now: the scheduler has ``grace`` seconds to bind it.
+        if cluster.planned_node(key) == ours:
+            if not _open(cluster, ours):
+                return None  # the node opens later; its settle counts the grace from there
             left = self.grace - (self.deps.clock.monotonic() - self._opened.get(key, 0.0))
             if left > 0:
                 return Result(requeue_after=left)

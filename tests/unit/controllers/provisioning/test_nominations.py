@@ -103,15 +103,19 @@ def writes(kube: FakeKube) -> list[tuple[str, str | None, str | None]]:
     ]
 
 
-async def test_a_pod_is_nominated_to_its_planned_node_while_that_node_is_not_open_yet() -> None:
+async def test_pods_are_nominated_to_their_node_just_before_it_opens_and_only_then() -> None:
     n, kube, c = world(*(pod_dict(p, pending=True) for p in ("a", "b", "c")))
     assert await n.detect() is True
     c.pod_plans.plan("default/a", "nc1")
     c.pod_plans.plan("default/b", "nc4")  # in flight: no Node to name yet
     c.pod_plans.plan("default/c", "ip-5")  # open already: the scheduler would not try it again
 
+    n.planned(["default/a", "default/b", "default/c"])
     for key in ("default/a", "default/b", "default/c"):
-        await n.reconcile(key)
+        await n.reconcile(key)  # the queue only ever takes back
+    assert writes(kube) == []
+    await n.settle("ip-1")  # registration is about to lift ip-1's unregistered taint
+    await n.settle("ip-5")
 
     assert writes(kube) == [("a", "status", "ip-1")]
     call = kube.calls_of("patch", PODS)[0]
@@ -125,20 +129,26 @@ async def test_a_nomination_moves_with_the_plan_and_is_cleared_when_the_plan_goe
     n, kube, c = world(pod_dict("a", pending=True))
     await n.detect()
     c.pod_plans.plan("default/a", "nc1")
-    await n.reconcile("default/a")
-    deliver(kube, c, "a")
+    await n.settle("ip-1")
 
     c.pod_plans.plan("default/a", "nc2")  # a later round planned it elsewhere
+    await n.settle("ip-2")  # before the queue took the old one back: moved in one write
+    c.pod_plans.plan("default/a", "nc3")
+    await n.reconcile("default/a")  # the plan moved on: taken back now
+    await n.settle("ip-3")
+    c.delete_nodeclaim("nc3")  # its NodeClaim went (a failed launch, say)
     await n.reconcile("default/a")
-    deliver(kube, c, "a")
-    c.delete_nodeclaim("nc2")  # its NodeClaim went (a failed launch, say)
-    await n.reconcile("default/a")
-    deliver(kube, c, "a")
     await n.reconcile("default/a")  # nothing left to do
 
-    assert writes(kube) == [("a", "status", "ip-1"), ("a", "status", "ip-2"), ("a", "status", None)]
+    assert writes(kube) == [
+        ("a", "status", "ip-1"),
+        ("a", "status", "ip-2"),
+        ("a", "status", None),
+        ("a", "status", "ip-3"),
+        ("a", "status", None),
+    ]
     assert "nominatedNodeName" not in kube.stored(PODS, "a", "default")["status"]
-    assert n.writes == {"set": 1, "moved": 1, "cleared": 1}
+    assert n.writes == {"set": 2, "moved": 1, "cleared": 2}
 
 
 async def test_ours_still_unbound_a_grace_after_its_node_opened_is_taken_back() -> None:
@@ -168,7 +178,7 @@ async def test_a_nomination_the_scheduler_cleared_is_written_again_only_before_t
     n, kube, c = world(pod_dict("a", pending=True))
     await n.detect()
     c.pod_plans.plan("default/a", "nc1")
-    await n.reconcile("default/a")
+    await n.settle("ip-1")
 
     def scheduler_clears() -> None:  # an attempt while nothing could bind on ip-1 yet
         kube.stored(PODS, "a", "default")["status"].pop("nominatedNodeName", None)
@@ -176,7 +186,7 @@ async def test_a_nomination_the_scheduler_cleared_is_written_again_only_before_t
 
     scheduler_clears()
     await n.reconcile("default/a")  # every other node's arrival would clear it: no churn
-    await n.settle("ip-1")  # registration is about to open ip-1
+    await n.settle("ip-1")  # a registration retried before the node opened writes it again
     scheduler_clears()
     opens(c, "ip-1")
     await n.settle("ip-1")  # a registration retried after the node opened writes nothing
