@@ -403,6 +403,10 @@ class PodWatch:
         self.seen_at: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
         self.bound_wall: dict[str, datetime] = {}  # the same moments, comparable to API times
+        # The last status.nominatedNodeName each pod showed while pending, and the node it
+        # was bound to: how many pods landed where the controller nominated them.
+        self.nominated: dict[str, str] = {}
+        self.bound_to: dict[str, str] = {}
 
     def replace(self, objs: Sequence[Mapping[str, Any]]) -> None:
         self.live.clear()
@@ -415,9 +419,15 @@ class PodWatch:
         name = str(meta.get("name"))
         now = self.clock()
         self.seen_at.setdefault(name, now)
-        if (obj.get("spec") or {}).get("nodeName"):
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node:
             self.bound_at.setdefault(name, now)
             self.bound_wall.setdefault(name, self.wall())
+            self.bound_to.setdefault(name, str(node))
+        else:
+            nominated = (obj.get("status") or {}).get("nominatedNodeName")
+            if nominated:
+                self.nominated[name] = str(nominated)
         since = _unschedulable_since(obj)
         if since is not None:
             self.unschedulable_at[name] = max(since, self.unschedulable_at.get(name, since))
@@ -433,6 +443,11 @@ class PodWatch:
 
     def last_unschedulable(self) -> datetime | None:
         return max(self.unschedulable_at.values(), default=None)
+
+    def nominations(self) -> dict[str, int]:
+        """Pods ever nominated while pending, and of them those bound to that very node."""
+        kept = sum(1 for pod, node in self.nominated.items() if self.bound_to.get(pod) == node)
+        return {"nominated": len(self.nominated), "bound_where_nominated": kept}
 
     def unbound_at(self, when: datetime) -> int:
         """Pods that existed and were not bound yet at ``when`` (the scheduler's backlog)."""
@@ -674,6 +689,7 @@ async def measure(
         # What the lag above waits on: the kube-scheduler's backlog at the last mark, when it
         # bound the last pod, and how many NodeClaims came after the mark (later rounds launch
         # for pods the scheduler bound elsewhere than the controller's plan put them).
+        "pod_nominations": pods.nominations(),
         "pods_unbound_at_last_unschedulable": (
             None if last_unschedulable is None else pods.unbound_at(last_unschedulable)
         ),

@@ -64,6 +64,7 @@ log = logging.getLogger("karpenter.pod.nomination")
 MIN_VERSION: Final = (1, 35)  # NominatedNodeNameForExpectation beta, on by default
 GRACE: Final = 15.0  # seconds a nomination of ours may stay unbound once its node is open
 SETTLE_TIMEOUT: Final = 5.0  # registration never waits longer on the writes
+SETTLE_PASSES: Final = 3  # write, see them back, write again what an attempt cleared meanwhile
 ECHO_TIMEOUT: Final = 2.0  # nor longer than this on seeing them come back
 
 _NUMBER = re.compile(r"\d+")
@@ -108,6 +109,7 @@ class PodNominations(QueueController):
         # Set whenever the pod watch delivers a pod this controller nominated (``settle`` waits
         # for its writes to come back before the node opens).
         self._echo = asyncio.Event()
+        self._seen: set[str] = set()  # pods whose watch showed the nomination last written
         # Setting on and the API server supports it; decided once ``run`` asked the server.
         self.active = False
         self._written: dict[str, str] = {}  # pod key -> the node name this controller wrote
@@ -133,8 +135,12 @@ class PodNominations(QueueController):
 
     def on_pod(self, obj: KubeObject) -> None:
         key = object_key(obj)
-        if key in self._written:
-            self._echo.set()
+        written = self._written.get(key)
+        if written is not None:
+            status = obj.get("status")
+            if isinstance(status, dict) and status.get("nominatedNodeName") == written:
+                self._seen.add(key)
+                self._echo.set()
             self.queue.add(key)
 
     def on_node_gone(self, obj: KubeObject) -> None:
@@ -189,23 +195,49 @@ class PodNominations(QueueController):
         keys = self.deps.cluster.pods_planned_on(node_name)
         if not keys:
             return
-        try:
-            async with asyncio.timeout(SETTLE_TIMEOUT), asyncio.TaskGroup() as tg:
-                for key in keys:
-                    tg.create_task(self._nominate(key, node_name))
-        except* Exception as group:
-            log.warning(
-                "nominating pods before registration failed; the queue retries",
-                extra={"node": node_name, "errors": [repr(e) for e in group.exceptions]},
-            )
-            for key in keys:
-                self.queue.add(key)
-        await self._echoed(node_name, keys)
+        for _ in range(SETTLE_PASSES):
+            if not await self._write_all(node_name, keys):
+                break
+            await self._echoed(node_name, keys)
+            # The scheduler clears a nomination at its next failed attempt at the pod, and every
+            # other node that opens meanwhile makes one: write those again before this one opens.
+            if not self._cleared(node_name, keys):
+                break
         opens = self.deps.clock.monotonic()
         for key in keys:  # each is taken back if still unbound GRACE after the node opens
             if key in self._written:
                 self._opened[key] = opens
             self.queue.add_after(key, self.grace)
+
+    async def _write_all(self, node_name: str, keys: Sequence[str]) -> bool:
+        """Write the nominations of ``keys`` onto ``node_name`` that are not there; False when
+        a write failed (the queue retries those: it takes back what no longer holds)."""
+        failed = False
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT), asyncio.TaskGroup() as tg:
+                for key in keys:
+                    tg.create_task(self._nominate(key, node_name))
+        except* Exception as group:
+            failed = True
+            log.warning(
+                "nominating pods before registration failed",
+                extra={"node": node_name, "errors": [repr(e) for e in group.exceptions]},
+            )
+            for key in keys:
+                self.queue.add(key)
+        return not failed
+
+    def _cleared(self, node_name: str, keys: Sequence[str]) -> bool:
+        """Did an attempt clear one of ours onto ``node_name`` after the watch showed it?"""
+        cluster = self.deps.cluster
+        return any(
+            key in self._seen
+            and self._written.get(key) == node_name
+            and (pod := cluster.pods.get(key)) is not None
+            and not pod.node_name
+            and not pod.nominated_node_name
+            for key in keys
+        )
 
     async def _echoed(self, node_name: str, keys: Sequence[str]) -> None:
         """Wait (at most ``echo_timeout``) until the pod watch shows every nomination written
@@ -220,9 +252,9 @@ class PodNominations(QueueController):
                 pod = cluster.pods.get(key)
                 if (
                     self._written.get(key) == node_name
+                    and key not in self._seen
                     and pod is not None
                     and not pod.node_name
-                    and pod.nominated_node_name != node_name
                 ):
                     return True
             return False
@@ -278,6 +310,7 @@ class PodNominations(QueueController):
         return None
 
     async def _write(self, pod: Pod, node: str | None, action: str) -> None:
+        self._seen.discard(pod.key)
         patch: KubeObject = {
             "metadata": {"uid": pod.uid} if pod.uid else {},
             "status": {"nominatedNodeName": node},
@@ -306,6 +339,7 @@ class PodNominations(QueueController):
     def _forget(self, key: str) -> None:
         self._written.pop(key, None)
         self._opened.pop(key, None)
+        self._seen.discard(key)
 
 
 def _open(cluster: Cluster, node_name: str) -> bool:

@@ -128,6 +128,20 @@ def test_pod_watch_remembers_the_last_unschedulable_mark_and_what_runs() -> None
     assert watch.last_unschedulable() == at(marked)
 
 
+def test_pod_watch_counts_pods_bound_where_they_were_nominated() -> None:
+    watch = PodWatch(clock=Ticks())
+    watch.replace([factories.pod_dict(p, pending=True) for p in ("a", "b", "c", "d")])
+    for name, node in (("a", "n1"), ("b", "n1"), ("c", "n2")):
+        watch.apply("MODIFIED", factories.pod_dict(name, pending=True, nominated=node))
+    watch.apply("MODIFIED", factories.pod_dict("c", pending=True, nominated="n3"))  # moved
+    watch.apply("MODIFIED", factories.pod_dict("a", node_name="n1"))  # where nominated
+    watch.apply("MODIFIED", factories.pod_dict("b", node_name="n2"))  # elsewhere
+    watch.apply("MODIFIED", factories.pod_dict("c", node_name="n3"))
+    watch.apply("MODIFIED", factories.pod_dict("d", node_name="n1"))  # never nominated
+
+    assert watch.nominations() == {"nominated": 3, "bound_where_nominated": 2}
+
+
 def test_claim_watch_counts_and_the_last_creation() -> None:
     watch = ClaimWatch(clock=Ticks())
     watch.replace([factories.nodeclaim_dict("c1", created="2026-01-01T00:00:01Z")])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import copy
 from typing import Any
 
 import pytest
@@ -64,10 +66,15 @@ def world(*pods: dict[str, Any]) -> tuple[PodNominations, FakeKube, Cluster]:
     n = PodNominations(deps(client=kube, cluster=c, clock=FakeClock()))
 
     def watch(resource: Resource, obj: KubeObject | None, name: str) -> None:
-        """The pod watch: the state takes each written pod in, then the controller hears it."""
-        if resource == PODS and obj is not None:
+        """The pod watch, a moment after the write answered: the state takes the pod in, then
+        the controller hears it."""
+
+        def event(body: KubeObject) -> None:
             deliver(kube, c, name)
-            n.on_pod(obj)
+            n.on_pod(body)
+
+        if resource == PODS and obj is not None:
+            asyncio.get_running_loop().call_soon(event, copy.deepcopy(obj))
 
     kube.on_write = watch
     return n, kube, c
@@ -267,3 +274,27 @@ async def test_settle_never_raises_and_leaves_the_retry_to_the_queue() -> None:
     await n.settle("ip-1")
 
     assert len(n.queue) == 1
+
+
+async def test_settle_writes_again_what_an_attempt_cleared_before_the_node_opens() -> None:
+    n, kube, c = world(pod_dict("a", pending=True))
+    await n.detect()
+    c.pod_plans.plan("default/a", "nc1")
+    echo = n.on_pod
+    cleared: list[str] = []
+
+    def scheduler_clears_once(obj: KubeObject) -> None:
+        """Another node opened just after our write was seen: the scheduler tried the pod on
+        ip-1, which is not open yet, and cleared the nomination."""
+        echo(obj)
+        if not cleared:
+            cleared.append(obj["metadata"]["name"])
+            kube.stored(PODS, "a", "default")["status"].pop("nominatedNodeName")
+            deliver(kube, c, "a")
+
+    n.on_pod = scheduler_clears_once  # type: ignore[method-assign]
+    await n.settle("ip-1")
+
+    assert cleared == ["a"]
+    assert writes(kube) == [("a", "status", "ip-1"), ("a", "status", "ip-1")]
+    assert kube.stored(PODS, "a", "default")["status"]["nominatedNodeName"] == "ip-1"
