@@ -407,6 +407,10 @@ class PodWatch:
         # was bound to: how many pods landed where the controller nominated them.
         self.nominated: dict[str, str] = {}
         self.bound_to: dict[str, str] = {}
+        # Each pod's nominatedNodeName as its last pending state showed it (the value it still
+        # carried when the scheduler bound it: "" when it had been cleared by then).
+        self.carried: dict[str, str] = {}
+        self.carried_at_bind: dict[str, str] = {}
 
     def replace(self, objs: Sequence[Mapping[str, Any]]) -> None:
         self.live.clear()
@@ -424,8 +428,10 @@ class PodWatch:
             self.bound_at.setdefault(name, now)
             self.bound_wall.setdefault(name, self.wall())
             self.bound_to.setdefault(name, str(node))
+            self.carried_at_bind.setdefault(name, self.carried.get(name, ""))
         else:
             nominated = (obj.get("status") or {}).get("nominatedNodeName")
+            self.carried[name] = str(nominated or "")
             if nominated:
                 self.nominated[name] = str(nominated)
         since = _unschedulable_since(obj)
@@ -447,7 +453,18 @@ class PodWatch:
     def nominations(self) -> dict[str, int]:
         """Pods ever nominated while pending, and of them those bound to that very node."""
         kept = sum(1 for pod, node in self.nominated.items() if self.bound_to.get(pod) == node)
-        return {"nominated": len(self.nominated), "bound_where_nominated": kept}
+        elsewhere = [
+            p for p, n in self.nominated.items() if p in self.bound_to and self.bound_to[p] != n
+        ]
+        # Of those bound elsewhere: still carrying a nomination when bound (the scheduler found
+        # that node unfit then), or cleared before (a failed attempt, or taken back).
+        carrying = sum(1 for p in elsewhere if self.carried_at_bind.get(p))
+        return {
+            "nominated": len(self.nominated),
+            "bound_where_nominated": kept,
+            "bound_elsewhere_still_nominated": carrying,
+            "bound_elsewhere_nomination_cleared": len(elsewhere) - carrying,
+        }
 
     def unbound_at(self, when: datetime) -> int:
         """Pods that existed and were not bound yet at ``when`` (the scheduler's backlog)."""

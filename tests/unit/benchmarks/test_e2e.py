@@ -138,8 +138,16 @@ def test_pod_watch_counts_pods_bound_where_they_were_nominated() -> None:
     watch.apply("MODIFIED", factories.pod_dict("b", node_name="n2"))  # elsewhere
     watch.apply("MODIFIED", factories.pod_dict("c", node_name="n3"))
     watch.apply("MODIFIED", factories.pod_dict("d", node_name="n1"))  # never nominated
+    watch.apply("ADDED", factories.pod_dict("e", pending=True, nominated="n1"))
+    watch.apply("MODIFIED", factories.pod_dict("e", pending=True))  # cleared, then bound
+    watch.apply("MODIFIED", factories.pod_dict("e", node_name="n2"))
 
-    assert watch.nominations() == {"nominated": 3, "bound_where_nominated": 2}
+    assert watch.nominations() == {
+        "nominated": 4,
+        "bound_where_nominated": 2,
+        "bound_elsewhere_still_nominated": 1,
+        "bound_elsewhere_nomination_cleared": 1,
+    }
 
 
 def test_claim_watch_counts_and_the_last_creation() -> None:
