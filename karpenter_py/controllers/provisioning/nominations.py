@@ -23,8 +23,8 @@ priority, so the planned room is kept for it. What kube-scheduler 1.37 does with
 * A nomination onto a node that is open already is never written: the scheduler does not try a
   waiting pod again because its nomination changed, and a nominated pod is not provisionable,
   so it could wait for minutes on a node that has no room for it after all.
-* One of ours still unbound :data:`GRACE` seconds after its node opened is taken back, and so is
-  one whose plan went (NodeClaim deleted, launch failed, the pod found no home, a later round
+* One of ours still unbound :data:`GRACE` seconds (5 minutes) after its node opened is taken
+  back, and so is one whose plan went (NodeClaim deleted, launch failed, the pod found no home, a later round
   planned it elsewhere): the pod is provisionable again. Only a value this controller wrote is
   ever cleared.
 * Never against the scheduler: a bound pod is left alone, and so is a nomination someone else
@@ -62,7 +62,11 @@ from karpenter_py.state.ingest import object_key
 log = logging.getLogger("karpenter.pod.nomination")
 
 MIN_VERSION: Final = (1, 35)  # NominatedNodeNameForExpectation beta, on by default
-GRACE: Final = 15.0  # seconds a nomination of ours may stay unbound once its node is open
+# Seconds a nomination of ours may stay unbound once its node is open: a safety net only (the
+# scheduler tries the pod as the node opens and clears the nomination itself when the pod does
+# not fit), as long as the scheduler's own flush of waiting pods; 15 s cleared thousands of
+# nominations a 10,000-pod scale-out was still working through, each one a write.
+GRACE: Final = 300.0
 SETTLE_TIMEOUT: Final = 5.0  # registration never waits longer on the writes
 SETTLE_PASSES: Final = 3  # write, see them back, write again what an attempt cleared meanwhile
 ECHO_TIMEOUT: Final = 2.0  # nor longer than this on seeing them come back
