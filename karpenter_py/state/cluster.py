@@ -310,6 +310,10 @@ class Cluster:
         until = self._nominated.get(name)
         return until if until is not None and until > now else None
 
+    def waiting_pods(self) -> int:
+        """Pods that wait for a node: provisionable, or pending with a nomination."""
+        return len(self._pending) + len(self._nominating)
+
     def planned_node(self, pod_key: str) -> str:
         """The name of the Node the pod was planned onto, once that Node exists ("" before, or
         when the pod has no plan). A plan onto a NodeClaim resolves through the Node that joined

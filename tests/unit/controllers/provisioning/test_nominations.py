@@ -298,3 +298,18 @@ async def test_settle_writes_again_what_an_attempt_cleared_before_the_node_opens
     assert cleared == ["a"]
     assert writes(kube) == [("a", "status", "ip-1"), ("a", "status", "ip-1")]
     assert kube.stored(PODS, "a", "default")["status"]["nominatedNodeName"] == "ip-1"
+
+
+async def test_no_nominations_while_a_deep_backlog_waits() -> None:
+    n, kube, c = world(*(pod_dict(p, pending=True) for p in ("a", "b", "c")))
+    await n.detect()
+    for p in ("a", "b", "c"):
+        c.pod_plans.plan(f"default/{p}", "nc1")
+    n.max_waiting = 2
+
+    await n.settle("ip-1")  # three pods wait: deeper than 2
+    c.delete_pod("default/c")
+    await n.settle("ip-1")
+
+    assert n.skipped == 1
+    assert sorted(writes(kube)) == [("a", "status", "ip-1"), ("b", "status", "ip-1")]
