@@ -57,6 +57,7 @@ class Cluster:
         # pending ones nor re-sorts every node's pods: a node's tuple is rebuilt only after one
         # of its pods changed.
         self._pending: dict[str, Pod] = {}
+        self._unbound: set[str] = set()  # active pods without a node, tried or not
         self._pods_on: dict[str, tuple[Pod, ...]] = {}
         self._daemonset_tuple: tuple[Pod, ...] | None = None  # until a DaemonSet changes
         self._synced: set[str] = set()
@@ -162,6 +163,9 @@ class Cluster:
             self._pending.pop(pod.key, None)
         if pod.node_name or pod.is_terminal() or pod.is_terminating():
             self.pod_plans.forget_pod(pod.key)  # bound or ending: the plan has done its part
+            self._unbound.discard(pod.key)
+        else:
+            self._unbound.add(pod.key)
         waits_for = _nominated_node(pod)
         waited = self._nominating.get(pod.key, "")
         if waited != waits_for:
@@ -185,6 +189,7 @@ class Cluster:
             self._pods_on.pop(old.node_name, None)
             self._pods_changed.add(old.node_name)
         self._pending.pop(key, None)
+        self._unbound.discard(key)
         self.pod_plans.forget_pod(key)
         waited = self._nominating.pop(key, None)
         if waited is not None:
@@ -311,8 +316,8 @@ class Cluster:
         return until if until is not None and until > now else None
 
     def waiting_pods(self) -> int:
-        """Pods that wait for a node: provisionable, or pending with a nomination."""
-        return len(self._pending) + len(self._nominating)
+        """Active pods not bound to a node yet (whether or not the scheduler has tried them)."""
+        return len(self._unbound)
 
     def planned_node(self, pod_key: str) -> str:
         """The name of the Node the pod was planned onto, once that Node exists ("" before, or

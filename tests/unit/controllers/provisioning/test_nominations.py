@@ -307,8 +307,11 @@ async def test_no_nominations_while_a_deep_backlog_waits() -> None:
         c.pod_plans.plan(f"default/{p}", "nc1")
     n.max_waiting = 2
 
-    await n.settle("ip-1")  # three pods wait: deeper than 2
+    c.upsert_pod(pod("d", phase="Pending"))  # not tried by the scheduler yet: it waits too
+    await n.settle("ip-1")  # four pods wait: deeper than 2
     c.delete_pod("default/c")
+    c.upsert_pod(pod("d", node_name="ip-5"))
+    assert c.waiting_pods() == 2
     await n.settle("ip-1")
 
     assert n.skipped == 1
