@@ -31,6 +31,9 @@ SESSION_TOKEN: Final = "KarpySessionTokenNeverLogged//abcdef0123456789=="
 USER_DATA_MARKER: Final = "karpy-user-data-never-logged"
 USER_DATA: Final = f"#!/bin/bash\necho {USER_DATA_MARKER}\n"
 SDK_LOGGERS: Final = ("botocore", "aiobotocore", "boto3", "urllib3", "s3transfer")
+# Every logger whose level configure_logging sets: restored after the test, or a later test's
+# asyncio debug records reach a handler an earlier test left on a closed capture stream.
+TOUCHED_LOGGERS: Final = (*SDK_LOGGERS, "aiohttp.access", "aiohttp.server", "asyncio")
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def debug_log() -> Iterator[io.StringIO]:
     """Logging configured as ``LOG_LEVEL=debug`` into a buffer; the previous setup restored."""
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
-    saved = {name: logging.getLogger(name).level for name in SDK_LOGGERS}
+    saved = {name: logging.getLogger(name).level for name in TOUCHED_LOGGERS}
     buf = io.StringIO()
     configure_logging("debug", stream=buf)
     yield buf

@@ -213,6 +213,12 @@ def _state(
     return NodeState.LEFT_ALONE, reason
 
 
+def bound_pods(snapshot: Snapshot, node_name: str) -> tuple[Pod, ...]:
+    """The pods bound to the node: a snapshot also counts the pending pods nominated to it (room
+    promised to them), which the viewer shows as pending, not on the node."""
+    return tuple(p for p in snapshot.pods_by_node.get(node_name, ()) if p.node_name)
+
+
 def node_row(
     sn: StateNode,
     snapshot: Snapshot,
@@ -220,7 +226,7 @@ def node_row(
     commands: Mapping[str, tuple[int, Command]],
     plan: DisruptionPlan | None,
 ) -> NodeRow:
-    pods = snapshot.pods_by_node.get(sn.name, ())
+    pods = bound_pods(snapshot, sn.name)
     allocatable = sn.allocatable
     labels = sn.labels
     state, reason = _state(sn, commands, plan)

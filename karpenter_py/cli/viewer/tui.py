@@ -32,6 +32,7 @@ from karpenter_py.cli.viewer.model import (
     NodeRow,
     SortKey,
     View,
+    bound_pods,
     build_view,
     cpu_text,
     memory_text,
@@ -80,7 +81,7 @@ class PodsScreen(ModalScreen[None]):
     def __init__(self, row: NodeRow, snapshot: Snapshot) -> None:
         super().__init__()
         self.row = row
-        self.pods = snapshot.pods_by_node.get(row.name, ())
+        self.pods = bound_pods(snapshot, row.name)
 
     def compose(self) -> ComposeResult:
         with Vertical():
