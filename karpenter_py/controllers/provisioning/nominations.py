@@ -144,8 +144,9 @@ class PodNominations(QueueController):
     def planned(self, pod_keys: Iterable[str]) -> None:
         """A round planned (or gave up on) these pods (``RoundRunner.planned``): a nomination of
         ours that the new plan no longer holds is taken back."""
-        if self.active:
-            for key in pod_keys:
+        # Only pods carrying one of ours can have anything to take back (a round plans thousands).
+        for key in pod_keys:
+            if key in self._written:
                 self.queue.add(key)
 
     def on_pod(self, obj: KubeObject) -> None:
